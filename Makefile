@@ -1,0 +1,51 @@
+# quell: two commands matter. `make demo` and `make test`. Both install what they need first.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+# System packages the lab drives (Debian 12 / Ubuntu names).
+SYSTEM_PACKAGES := haproxy lighttpd nginx apache2 php8.2-fpm httperf wrk stress-ng iperf3 fio \
+	iproute2 procps psmisc util-linux
+
+.PHONY: install system python demo test lint typecheck unit bench clean
+install: system python
+
+system:
+	@missing=$$(for p in $(SYSTEM_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" != 0 ]; then echo "quell: needs root to install: $$missing" >&2; exit 2; fi; \
+	  echo "installing system packages: $$missing"; \
+	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+	    --no-install-recommends $$missing; \
+	fi
+
+python: $(STAMP)
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+demo: install
+	$(VENV)/bin/quell lab run scenarios/interference-smoke.yaml --runs-dir runs
+	$(VENV)/bin/quell lab report $$(ls -td runs/*-lab-* | head -1)
+
+lint: python
+	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/ruff format --check src tests bench
+
+typecheck: python
+	$(VENV)/bin/mypy
+
+unit: python
+	$(VENV)/bin/pytest -q
+
+test: install lint typecheck unit
+
+bench: install
+	$(PY) bench/run.py
+
+clean:
+	rm -rf $(VENV) build src/*.egg-info .mypy_cache .ruff_cache .pytest_cache

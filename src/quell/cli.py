@@ -1,0 +1,132 @@
+"""The ``quell`` command line. Bad input exits 2 with a message naming the problem, never a
+traceback; results go to stdout (a JSON document as the last line with ``--json``), progress and
+diagnostics to stderr."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+from quell.errors import QuellError
+from quell.scenario import load_scenario
+
+app = typer.Typer(
+    help="See, explain and beat performance interference from co-located tenants.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+lab_app = typer.Typer(help="Run scenarios on this machine with real servers, HAProxy and load.")
+scenario_app = typer.Typer(help="Work with scenario files.")
+app.add_typer(lab_app, name="lab", no_args_is_help=True)
+app.add_typer(scenario_app, name="scenario", no_args_is_help=True)
+
+err_console = Console(stderr=True)
+out_console = Console()
+
+ScenarioArg = Annotated[
+    Path, typer.Argument(help="Scenario YAML file.", exists=False, dir_okay=False)
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print a JSON summary as the last line.")]
+RunsDirOpt = Annotated[Path, typer.Option("--runs-dir", help="Where run directories are created.")]
+
+
+@contextmanager
+def progress_bar(total_s: float, label: str) -> Iterator[Callable[[float, str], None]]:
+    progress = Progress(
+        TextColumn("[bold]{task.fields[phase]:<14}"),
+        BarColumn(),
+        TextColumn("{task.completed:>6.0f}/{task.total:.0f} s"),
+        TimeRemainingColumn(),
+        console=err_console,
+        transient=False,
+    )
+    with progress:
+        task = progress.add_task(label, total=total_s, phase="starting")
+
+        def update(done_s: float, phase: str) -> None:
+            progress.update(task, completed=done_s, phase=phase)
+
+        yield update
+
+
+def emit_summary(summary: dict[str, Any], as_json: bool) -> None:
+    from quell.report.table import print_summary
+
+    print_summary(summary, out_console)
+    if as_json:
+        sys.stdout.flush()
+        print(json.dumps(summary, separators=(",", ":")))
+
+
+@scenario_app.command("check")
+def scenario_check(path: ScenarioArg) -> None:
+    """Validate a scenario file and list every problem found."""
+    s = load_scenario(path)
+    out_console.print(
+        f"[green]ok[/]: {s.name}: {len(s.hosts)} host(s), {len(s.instances)} instance(s), "
+        f"{len(s.phases())} phase(s), {s.duration_s:g} s"
+    )
+
+
+@lab_app.command("run")
+def lab_run(
+    path: ScenarioArg,
+    as_json: JsonOpt = False,
+    runs_dir: RunsDirOpt = Path("runs"),
+) -> None:
+    """Run a scenario in the lab: real servers in namespaces and cgroups, HAProxy, load, antagonists."""
+    from quell.lab.runner import run_lab
+
+    scenario = load_scenario(path)
+    with progress_bar(scenario.duration_s, scenario.name) as progress:
+        summary = run_lab(scenario, path, runs_dir, progress)
+    emit_summary(summary, as_json)
+
+
+@lab_app.command("report")
+def lab_report(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Print a table per phase and write PNG plots and an HTML page into RUN_DIR/report."""
+    from quell.report.render import render_report
+
+    summary, out = render_report(run_dir)
+    emit_summary(summary, as_json=False)
+    err_console.print(f"report written to {out}")
+    if as_json:
+        print(json.dumps(summary, separators=(",", ":")))
+
+
+@lab_app.command("clean")
+def lab_clean() -> None:
+    """Remove what a killed runner left behind: processes, namespaces, cgroups, tc rules."""
+    from quell.lab.cleanup import clean_leftovers
+
+    removed = clean_leftovers()
+    if not removed:
+        out_console.print("nothing to clean")
+    for item in removed:
+        out_console.print(f"removed {item}")
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        app()
+    except QuellError as exc:
+        err_console.print(f"[red]error[/]: {exc}", highlight=False)
+        raise SystemExit(exc.exit_code) from None
+    except KeyboardInterrupt:
+        err_console.print("interrupted")
+        raise SystemExit(130) from None

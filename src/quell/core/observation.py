@@ -1,0 +1,75 @@
+"""What an environment reports: one ``Observation`` per instance per sampling interval."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """One instance over one sampling interval ``[end_s - interval_s, end_s)``.
+
+    Times are seconds since the start of the run. A value the environment could not measure
+    (no request completed, no steal counter, no PSI) is ``None``, never a made-up zero.
+    """
+
+    time_s: float
+    instance_id: str
+    interval_s: float
+    requests: int = 0
+    throughput_rps: float = 0.0
+    mean_rt_seconds: float | None = None
+    p50_rt_seconds: float | None = None
+    p95_rt_seconds: float | None = None
+    p99_rt_seconds: float | None = None
+    errors: int = 0
+    cpu_util: float | None = None
+    """CPU time of the instance's cgroup per second of wall time (1.0 = one full core)."""
+    steal_ratio: float | None = None
+    """Share of the host's CPU time stolen by the hypervisor (0..1)."""
+    psi_cpu_some_pct: float | None = None
+    psi_memory_some_pct: float | None = None
+    psi_io_some_pct: float | None = None
+    """PSI "some" stall share over the interval, in percent, from the instance's cgroup or the host."""
+    runqueue_wait_seconds: float | None = None
+    """Time the server's threads spent runnable but waiting for a CPU during the interval."""
+    net_rx_bytes: int | None = None
+    net_tx_bytes: int | None = None
+    util_pct: float | None = None
+    """Utilisation of the instance's bottleneck resource (its host link or its CPU), in percent."""
+    weight: int | None = None
+    """Current load-balancer weight of the instance."""
+    extra: Mapping[str, float] = field(default_factory=dict)
+    """Open mapping for metrics that later systems add (severity factor, CPI...)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["extra"] = dict(self.extra)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Observation:
+        names = {f.name for f in fields(cls)}
+        kwargs = {k: v for k, v in d.items() if k in names}
+        kwargs["extra"] = dict(d.get("extra") or {})
+        return cls(**kwargs)
+
+
+OBSERVATION_FIELDS: tuple[str, ...] = tuple(
+    f.name for f in fields(Observation) if f.name != "extra"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """All instances at one tick, as one environment saw them."""
+
+    time_s: float
+    environment: str
+    instances: Mapping[str, Observation]
+
+    @property
+    def total_throughput_rps(self) -> float:
+        return sum(o.throughput_rps for o in self.instances.values())

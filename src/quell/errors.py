@@ -1,0 +1,54 @@
+"""The one error hierarchy of quell. Every error carries the data that explains it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class QuellError(Exception):
+    """Base of every error quell raises on purpose. ``exit_code`` is what the CLI exits with."""
+
+    exit_code: int = 1
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with an input: where it is (a dotted key path) and what is wrong."""
+
+    location: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.location}: {self.message}" if self.location else self.message
+
+
+class InputError(QuellError):
+    """An input (scenario, config, argument, model file) is invalid. Lists every problem at once."""
+
+    exit_code = 2
+
+    def __init__(self, source: str, problems: list[Problem]) -> None:
+        self.source = source
+        self.problems = list(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"{source}: {len(self.problems)} problem(s)\n{lines}")
+
+
+class PrerequisiteError(QuellError):
+    """Something the machine must provide is missing (root, a binary, a kernel feature)."""
+
+    exit_code = 2
+
+    def __init__(self, what: str, needed_for: str) -> None:
+        self.what = what
+        self.needed_for = needed_for
+        super().__init__(f"{what} (needed for {needed_for})")
+
+
+class ComponentError(QuellError):
+    """A real component (HAProxy, a web server, tc, a cgroup) failed or could not be reached."""
+
+    def __init__(self, component: str, detail: str) -> None:
+        self.component = component
+        self.detail = detail
+        super().__init__(f"{component}: {detail}")

@@ -1,0 +1,109 @@
+"""Run a scenario against any Environment: the same code drives the lab and the simulator.
+
+Creates the run directory, records every snapshot, decision and event as it happens, shows
+progress, and writes the phase summary at the end."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from quell.core.action import Decision
+from quell.core.environment import Environment, Policy
+from quell.core.loop import ControlLoop, LoopReport
+from quell.core.observation import Snapshot
+from quell.report.summary import summarize
+from quell.scenario.model import Event, Scenario
+from quell.store.run import RequestRecord, RunStore
+
+ProgressFn = Callable[[float, str], None]
+"""Called with (seconds of the run done, current phase name)."""
+
+
+@runtime_checkable
+class RequestSource(Protocol):
+    """An environment that also yields client-side per-request records."""
+
+    def take_requests(self) -> list[RequestRecord]: ...
+
+
+def new_run_dir(root: Path, scenario: Scenario, environment: str) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    base = root / f"{stamp}-{environment}-{scenario.name}"
+    path, k = base, 1
+    while path.exists():
+        k += 1
+        path = base.with_name(f"{base.name}-{k}")
+    return path
+
+
+def prepare_run_dir(
+    run_dir: Path, scenario: Scenario, scenario_path: Path | None, environment: str
+) -> RunStore:
+    store = RunStore.create(run_dir)
+    if scenario_path is not None:
+        shutil.copyfile(scenario_path, run_dir / "scenario.yaml")
+    store.set_meta(
+        scenario=scenario.name,
+        environment=environment,
+        seed=scenario.seed,
+        duration_s=scenario.duration_s,
+        interval_s=scenario.interval_s,
+        phases=[list(p) for p in scenario.phases()],
+        started_at=time.time(),
+        scenario_json=scenario.model_dump(mode="json"),
+    )
+    return store
+
+
+def run_scenario(
+    scenario: Scenario,
+    environment: Environment,
+    policy: Policy,
+    store: RunStore,
+    progress: ProgressFn = lambda done, phase: None,
+) -> dict[str, Any]:
+    """Drive ``environment`` with ``policy`` for the scenario's duration; returns the summary."""
+    phases = scenario.phases()
+
+    def phase_at(t: float) -> str:
+        return next((name for name, s, e in phases if s <= t < e), phases[-1][0])
+
+    def on_snapshot(snap: Snapshot) -> None:
+        store.add_snapshot(snap)
+        if isinstance(environment, RequestSource):
+            store.add_requests(environment.take_requests())
+        store.commit()
+        progress(snap.time_s, phase_at(snap.time_s - 1e-9))
+
+    def on_decision(t: float, d: Decision) -> None:
+        store.add_decision(t, policy.name, d)
+
+    def on_event(ev: Event) -> None:
+        store.add_event(ev.at_s, "event", phase=ev.phase, start=ev.start, stop=ev.stop)
+
+    def on_error(t: float, msg: str) -> None:
+        store.add_event(t, "cycle_error", message=msg)
+
+    loop = ControlLoop(
+        environment,
+        policy,
+        scenario.interval_s,
+        scenario.duration_s,
+        events=scenario.events,
+        on_snapshot=on_snapshot,
+        on_decision=on_decision,
+        on_event=on_event,
+        on_cycle_error=on_error,
+    )
+    report: LoopReport = loop.run()
+    if isinstance(environment, RequestSource):
+        store.add_requests(environment.take_requests())
+    store.set_meta(cycle_errors=report.cycle_errors, ticks=report.ticks, finished_at=time.time())
+    summary = summarize(store)
+    (store.path / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return summary

@@ -1,0 +1,1 @@
+"""Results for people and machines: phase summaries, terminal tables, PNG plots, HTML."""

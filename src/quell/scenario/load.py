@@ -1,0 +1,146 @@
+"""Read and check a scenario file. Every problem is reported at once, with the key it concerns."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from quell.errors import InputError, Problem
+from quell.scenario.model import Scenario
+
+
+def _location(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + part
+    return out
+
+
+def _pydantic_problems(err: ValidationError) -> list[Problem]:
+    problems = []
+    for e in err.errors():
+        # Discriminated unions add the tag as a path element ("poisson", "stress-ng"): drop it.
+        loc = tuple(p for p in e["loc"] if not (isinstance(p, str) and p in _TAGS))
+        msg = e["msg"]
+        if e["type"] == "extra_forbidden":
+            msg = "unknown key"
+        elif e["type"] == "missing":
+            msg = "required key is missing"
+        problems.append(Problem(_location(loc), msg))
+    return problems
+
+
+_TAGS = {"poisson", "deterministic", "schedule", "mmpp2", "trace", "stress-ng", "iperf3", "fio"}
+
+
+def check_scenario(s: Scenario) -> list[Problem]:
+    """Checks that span sections: references, uniqueness, times inside the run."""
+    problems: list[Problem] = []
+    host_ids = [h.id for h in s.hosts]
+    inst_ids = [i.id for i in s.instances]
+    ant_ids = [a.id for a in s.antagonists]
+    for what, ids in (("hosts", host_ids), ("instances", inst_ids), ("antagonists", ant_ids)):
+        for dup, n in Counter(ids).items():
+            if n > 1:
+                problems.append(Problem(what, f"id {dup!r} is used {n} times"))
+    for dup, n in Counter(inst_ids + ant_ids).items():
+        if n > 1 and dup in inst_ids and dup in ant_ids:
+            problems.append(Problem("antagonists", f"id {dup!r} is also an instance id"))
+    known_hosts = set(host_ids)
+    for k, inst in enumerate(s.instances):
+        if inst.host not in known_hosts:
+            problems.append(Problem(f"instances[{k}].host", f"unknown host {inst.host!r}"))
+        if inst.gzip and inst.server != "nginx":
+            problems.append(Problem(f"instances[{k}].gzip", "gzip needs server: nginx"))
+    for k, ant in enumerate(s.antagonists):
+        if ant.host not in known_hosts:
+            problems.append(Problem(f"antagonists[{k}].host", f"unknown host {ant.host!r}"))
+    file_paths = [f.path for f in s.files]
+    for dup, n in Counter(file_paths).items():
+        if n > 1:
+            problems.append(Problem("files", f"path {dup!r} is listed {n} times"))
+    wl = s.workload
+    if (wl.requests is None) == (wl.sessions is None):
+        problems.append(Problem("workload", "give exactly one of 'requests' and 'sessions'"))
+    for k, req in enumerate(wl.requests or []):
+        if req.path not in file_paths:
+            problems.append(
+                Problem(f"workload.requests[{k}].path", f"{req.path!r} is not in files")
+            )
+    arrival = wl.arrival
+    if getattr(arrival, "process", "") == "schedule":
+        for k, pt in enumerate(arrival.points):  # type: ignore[union-attr]
+            if pt.at_s > s.duration_s:
+                problems.append(
+                    Problem(
+                        f"workload.arrival.points[{k}].at_s",
+                        f"{pt.at_s} s is after the end of the run ({s.duration_s} s)",
+                    )
+                )
+    if s.interval_s > s.duration_s:
+        problems.append(
+            Problem("interval_s", f"{s.interval_s} s is longer than duration_s ({s.duration_s} s)")
+        )
+    known_ants = set(ant_ids)
+    running: set[str] = set()
+    phase_names = [s.initial_phase]
+    for k, ev in sorted(enumerate(s.events), key=lambda kv: kv[1].at_s):
+        where = f"events[{k}]"
+        if ev.at_s >= s.duration_s:
+            problems.append(
+                Problem(f"{where}.at_s", f"{ev.at_s} s is not before the end ({s.duration_s} s)")
+            )
+        if ev.phase is None and not ev.start and not ev.stop:
+            problems.append(Problem(where, "event does nothing: give phase, start or stop"))
+        if ev.phase is not None:
+            if ev.phase in phase_names:
+                problems.append(Problem(f"{where}.phase", f"phase {ev.phase!r} is already used"))
+            phase_names.append(ev.phase)
+        for a in ev.start:
+            if a not in known_ants:
+                problems.append(Problem(f"{where}.start", f"unknown antagonist {a!r}"))
+            elif a in running:
+                problems.append(Problem(f"{where}.start", f"antagonist {a!r} is already running"))
+            running.add(a)
+        for a in ev.stop:
+            if a not in known_ants:
+                problems.append(Problem(f"{where}.stop", f"unknown antagonist {a!r}"))
+            elif a not in running:
+                problems.append(Problem(f"{where}.stop", f"antagonist {a!r} is not running"))
+            running.discard(a)
+    return problems
+
+
+def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
+    if not isinstance(data, dict):
+        raise InputError(source, [Problem("", "a scenario must be a mapping of keys to values")])
+    try:
+        scenario = Scenario.model_validate(data)
+    except ValidationError as err:
+        raise InputError(source, _pydantic_problems(err)) from None
+    problems = check_scenario(scenario)
+    if problems:
+        raise InputError(source, problems)
+    return scenario
+
+
+def load_scenario(path: Path) -> Scenario:
+    """Read a YAML scenario file; raises ``InputError`` naming every problem found."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise InputError(str(path), [Problem("", f"cannot read file: {exc.strerror}")]) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark is not None else ""
+        raise InputError(str(path), [Problem(where, f"not valid YAML: {exc}")]) from None
+    return parse_scenario(data, str(path))

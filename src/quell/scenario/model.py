@@ -1,0 +1,160 @@
+"""Typed scenario model. Unknown keys and wrong types are rejected; see ``load.py`` for the checks
+that span several sections (unknown host, event after the end...)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from quell.scenario.service import ServiceModel
+from quell.workload.spec import ArrivalSpec, SessionSpec
+
+Identifier = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,11}$")]
+"""Ids become parts of namespace, cgroup and HAProxy names, so they are short and plain."""
+CpuList = Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class Host(Strict):
+    """One physical machine: everything placed on it shares its link and, if pinned, its CPUs."""
+
+    id: Identifier
+    link_mbit: Annotated[float, Field(gt=0, le=100_000)] | None = None
+    """Rate of the host's shared link; ``None`` leaves it unshaped."""
+    cpus: CpuList | None = None
+
+
+class Instance(Strict):
+    id: Identifier
+    host: Identifier
+    server: Literal["lighttpd", "nginx"] = "lighttpd"
+    cpus: CpuList | None = None
+    """CPUs to pin the server to; defaults to the host's CPUs."""
+    weight: Annotated[int, Field(ge=0, le=256)] = 100
+    maxconn: Annotated[int, Field(ge=1, le=100_000)] | None = None
+    gzip: bool = False
+    """nginx only: compress responses on the fly (gzip level 9), which makes each request CPU-bound."""
+
+
+class FileSpec(Strict):
+    """A file every instance serves, generated at start."""
+
+    path: Annotated[str, Field(pattern=r"^/[A-Za-z0-9._/-]{1,100}$")]
+    size_bytes: Annotated[int, Field(gt=0, le=2_000_000_000)]
+    compressible: bool = False
+    """Fill with text (compresses well, so gzip burns CPU) instead of random bytes."""
+
+
+class LoadBalancer(Strict):
+    algorithm: Literal["roundrobin", "leastconn"] = "roundrobin"
+    maxconn_per_server: Annotated[int, Field(ge=1, le=100_000)] | None = None
+    spare_slots: Annotated[int, Field(ge=0, le=64)] = 4
+    """Empty server slots kept so instances can be added at run time."""
+
+
+class RequestMix(Strict):
+    path: str
+    weight: Annotated[float, Field(gt=0)] = 1.0
+
+
+class Workload(Strict):
+    arrival: ArrivalSpec
+    requests: Annotated[list[RequestMix], Field(min_length=1)] | None = None
+    """Which files are requested and how often; ``None`` with ``sessions`` set."""
+    sessions: SessionSpec | None = None
+    generator: Literal["builtin", "httperf"] = "builtin"
+    timeout_s: Annotated[float, Field(gt=0, le=300)] = 10.0
+    max_requests: Annotated[int, Field(ge=1, le=50_000_000)] = 1_000_000
+    """Hard bound on requests sent; the schedule is cut there."""
+    cpus: CpuList | None = None
+    """CPUs to pin the load generator to (lab)."""
+
+
+class StressNg(Strict):
+    kind: Literal["stress-ng"]
+    id: Identifier
+    host: Identifier
+    stressor: Literal[
+        "cpu", "cache", "l1cache", "stream", "memrate", "vm", "memcpy", "hdd", "io", "iomix"
+    ]
+    workers: Annotated[int, Field(ge=1, le=64)] = 1
+    options: dict[Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]*$")], str | int | float] = {}
+    """Passed through as ``--KEY VALUE`` (e.g. ``cache-level: 3``, ``stream-l3-size: 3840K``)."""
+    cpus: CpuList | None = None
+
+
+class Iperf3(Strict):
+    kind: Literal["iperf3"]
+    id: Identifier
+    host: Identifier
+    streams: Annotated[int, Field(ge=1, le=32)] = 2
+    bitrate_mbit: Annotated[float, Field(gt=0)] | None = None
+    """Per-stream target rate; ``None`` sends as fast as the link allows."""
+    cpus: CpuList | None = None
+
+
+class Fio(Strict):
+    kind: Literal["fio"]
+    id: Identifier
+    host: Identifier
+    rw: Literal["read", "write", "randread", "randwrite", "randrw", "rw"] = "randrw"
+    block_size: Annotated[str, Field(pattern=r"^[0-9]+[kKmM]?$")] = "4k"
+    size_mb: Annotated[int, Field(ge=1, le=65_536)] = 256
+    iodepth: Annotated[int, Field(ge=1, le=1024)] = 16
+    direct: bool = True
+    cpus: CpuList | None = None
+
+
+Antagonist = Annotated[StressNg | Iperf3 | Fio, Field(discriminator="kind")]
+
+
+class Event(Strict):
+    """At ``at_s``, start and stop antagonists; ``phase`` names the phase that begins here."""
+
+    at_s: Annotated[float, Field(ge=0)]
+    phase: Identifier | None = None
+    start: list[Identifier] = []
+    stop: list[Identifier] = []
+
+
+class PolicySpec(Strict):
+    name: Literal["static"] = "static"
+    params: dict[str, float | int | str | bool] = {}
+
+
+class Scenario(Strict):
+    name: Annotated[str, Field(min_length=1, max_length=80)]
+    description: str = ""
+    seed: Annotated[int, Field(ge=0)] = 0
+    duration_s: Annotated[float, Field(gt=0, le=86_400)]
+    interval_s: Annotated[float, Field(gt=0, le=3600)] = 1.0
+    initial_phase: Identifier = "baseline"
+    hosts: Annotated[list[Host], Field(min_length=1)]
+    instances: Annotated[list[Instance], Field(min_length=1)]
+    load_balancer: LoadBalancer = LoadBalancer()
+    files: Annotated[list[FileSpec], Field(min_length=1)]
+    workload: Workload
+    antagonists: list[Antagonist] = []
+    events: list[Event] = []
+    policy: PolicySpec = PolicySpec()
+    service: ServiceModel | None = None
+    """Simulator-only service model; the lab ignores it."""
+
+    def phases(self) -> list[tuple[str, float, float]]:
+        """(name, start_s, end_s) for each phase: the intervals between named timed events."""
+        bounds: list[tuple[str, float]] = [(self.initial_phase, 0.0)]
+        for ev in sorted(self.events, key=lambda e: e.at_s):
+            if ev.phase is not None:
+                if ev.at_s == bounds[-1][1]:
+                    bounds[-1] = (ev.phase, ev.at_s)
+                else:
+                    bounds.append((ev.phase, ev.at_s))
+        ends = [b[1] for b in bounds[1:]] + [self.duration_s]
+        return [(name, start, end) for (name, start), end in zip(bounds, ends, strict=True)]
+
+    def host(self, host_id: str) -> Host:
+        return next(h for h in self.hosts if h.id == host_id)

@@ -1,0 +1,189 @@
+"""The run store. A run directory holds ``scenario.yaml``, ``run.db`` (this store), ``summary.json``
+and, once reported, ``report/``. The store commits after every interval, so a crash loses at most
+one interval of data."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from quell.core.action import Action, Decision
+from quell.core.observation import OBSERVATION_FIELDS, Observation, Snapshot
+from quell.errors import InputError, Problem
+
+DB_NAME = "run.db"
+_OBS_COLS = ", ".join(OBSERVATION_FIELDS)
+
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS observations ({_OBS_COLS}, extra TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS obs_by_instance ON observations (instance_id, time_s);
+CREATE TABLE IF NOT EXISTS requests (
+  send_s REAL NOT NULL, latency_s REAL, status INTEGER NOT NULL, bytes INTEGER NOT NULL,
+  server TEXT NOT NULL, error TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS events (time_s REAL NOT NULL, kind TEXT NOT NULL, detail TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS decisions (
+  time_s REAL NOT NULL, policy TEXT NOT NULL, reason TEXT NOT NULL, actions TEXT NOT NULL
+);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRecord:
+    """One client-side request: when it was sent, how long it took, what came back, who answered.
+
+    ``latency_s`` is ``None`` when the request failed before a response; ``server`` is the
+    instance id that answered ("" if none); ``error`` is "" on success.
+    """
+
+    send_s: float
+    latency_s: float | None
+    status: int
+    bytes: int
+    server: str
+    error: str = ""
+
+
+def _action_dict(a: Action) -> dict[str, Any]:
+    d: dict[str, Any] = {"type": type(a).__name__}
+    for name in a.__slots__:  # type: ignore[union-attr]
+        value = getattr(a, name)
+        d[name] = dict(value) if name == "settings" else value
+    return d
+
+
+class RunStore:
+    """SQLite store of one run. Open with ``create`` (new run) or ``open`` (read an old one)."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        self._conn = conn
+        self.path = path
+
+    @classmethod
+    def create(cls, run_dir: Path) -> RunStore:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(run_dir / DB_NAME, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.executescript(_SCHEMA)
+        conn.commit()
+        return cls(conn, run_dir)
+
+    @classmethod
+    def open(cls, run_dir: Path) -> RunStore:
+        db = run_dir / DB_NAME
+        if not db.is_file():
+            raise InputError(str(run_dir), [Problem("", f"not a run directory (no {DB_NAME})")])
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, check_same_thread=False)
+        try:
+            conn.execute("SELECT count(*) FROM observations").fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise InputError(str(db), [Problem("", f"unreadable run store: {exc}")]) from None
+        return cls(conn, run_dir)
+
+    # -- writing ---------------------------------------------------------------------------
+    def set_meta(self, **values: Any) -> None:
+        self._conn.executemany(
+            "INSERT OR REPLACE INTO meta VALUES (?, ?)",
+            [(k, json.dumps(v)) for k, v in values.items()],
+        )
+        self._conn.commit()
+
+    def add_snapshot(self, snapshot: Snapshot) -> None:
+        rows = []
+        for obs in snapshot.instances.values():
+            d = obs.to_dict()
+            rows.append(
+                (*tuple(d[f] for f in OBSERVATION_FIELDS), json.dumps(d["extra"], sort_keys=True))
+            )
+        marks = ", ".join("?" * (len(OBSERVATION_FIELDS) + 1))
+        self._conn.executemany(f"INSERT INTO observations VALUES ({marks})", rows)
+
+    def add_requests(self, records: Iterable[RequestRecord]) -> None:
+        self._conn.executemany(
+            "INSERT INTO requests VALUES (?, ?, ?, ?, ?, ?)",
+            ((r.send_s, r.latency_s, r.status, r.bytes, r.server, r.error) for r in records),
+        )
+
+    def add_event(self, time_s: float, kind: str, **detail: Any) -> None:
+        self._conn.execute(
+            "INSERT INTO events VALUES (?, ?, ?)",
+            (time_s, kind, json.dumps(detail, sort_keys=True)),
+        )
+        self._conn.commit()
+
+    def add_decision(self, time_s: float, policy: str, decision: Decision) -> None:
+        actions = json.dumps([_action_dict(a) for a in decision.actions], sort_keys=True)
+        self._conn.execute(
+            "INSERT INTO decisions VALUES (?, ?, ?, ?)", (time_s, policy, decision.reason, actions)
+        )
+
+    def commit(self) -> None:
+        self._conn.commit()
+
+    def close(self) -> None:
+        self._conn.commit()
+        self._conn.close()
+
+    # -- reading ---------------------------------------------------------------------------
+    def meta(self) -> dict[str, Any]:
+        return {k: json.loads(v) for k, v in self._conn.execute("SELECT key, value FROM meta")}
+
+    def observations(self, instance_id: str | None = None) -> list[Observation]:
+        sql = f"SELECT {_OBS_COLS}, extra FROM observations"
+        args: Sequence[Any] = ()
+        if instance_id is not None:
+            sql, args = sql + " WHERE instance_id = ?", (instance_id,)
+        out = []
+        for row in self._conn.execute(sql + " ORDER BY time_s, instance_id", args):
+            d = dict(zip(OBSERVATION_FIELDS, row[:-1], strict=True))
+            d["extra"] = json.loads(row[-1])
+            out.append(Observation.from_dict(d))
+        return out
+
+    def instance_ids(self) -> list[str]:
+        rows = self._conn.execute("SELECT DISTINCT instance_id FROM observations ORDER BY 1")
+        return [r[0] for r in rows]
+
+    def request_arrays(self) -> dict[str, NDArray[Any]]:
+        """Per-request columns as arrays: send_s, latency_s (NaN on failure), status, bytes, server."""
+        rows = self._conn.execute(
+            "SELECT send_s, latency_s, status, bytes, server FROM requests ORDER BY send_s"
+        ).fetchall()
+        if not rows:
+            return {
+                "send_s": np.empty(0),
+                "latency_s": np.empty(0),
+                "status": np.empty(0, dtype=np.int64),
+                "bytes": np.empty(0, dtype=np.int64),
+                "server": np.empty(0, dtype=object),
+            }
+        cols = list(zip(*rows, strict=True))
+        return {
+            "send_s": np.asarray(cols[0], dtype=np.float64),
+            "latency_s": np.asarray(
+                [np.nan if v is None else v for v in cols[1]], dtype=np.float64
+            ),
+            "status": np.asarray(cols[2], dtype=np.int64),
+            "bytes": np.asarray(cols[3], dtype=np.int64),
+            "server": np.asarray(cols[4], dtype=object),
+        }
+
+    def request_count(self) -> int:
+        return int(self._conn.execute("SELECT count(*) FROM requests").fetchone()[0])
+
+    def events(self) -> list[tuple[float, str, dict[str, Any]]]:
+        rows = self._conn.execute("SELECT time_s, kind, detail FROM events ORDER BY time_s, rowid")
+        return [(t, k, json.loads(d)) for t, k, d in rows]
+
+    def decisions(self) -> list[tuple[float, str, str, list[dict[str, Any]]]]:
+        rows = self._conn.execute("SELECT time_s, policy, reason, actions FROM decisions")
+        return [(t, p, r, json.loads(a)) for t, p, r, a in rows]
