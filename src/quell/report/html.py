@@ -1,0 +1,129 @@
+"""The self-contained HTML page of a run report: no external assets, plots by relative path."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from quell.report.plots import EventRow, event_label
+from quell.report.table import COLUMNS, incomplete_note, phase_title, row_cells
+
+DecisionRow = tuple[float, str, str, list[dict[str, Any]]]
+
+_CSS = """
+body { font-family: system-ui, sans-serif; margin: 2em; color: #222; max-width: 1100px; }
+h1 { margin-bottom: 0.2em; }
+.meta { color: #555; }
+.warn { background: #fff3cd; border: 1px solid #e0b000; padding: 0.6em 1em; }
+table { border-collapse: collapse; margin: 0.5em 0 1.5em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.7em; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+caption { text-align: left; font-weight: bold; padding-bottom: 0.3em; }
+img { max-width: 100%; border: 1px solid #ddd; margin-bottom: 1em; }
+"""
+
+
+def _phase_table(phase: dict[str, Any]) -> str:
+    head = "".join(f"<th>{escape(c)}</th>" for c in COLUMNS)
+    rows = []
+    for iid, m in phase["instances"].items():
+        cells = row_cells(iid, m)
+        tds = [f"<td>{escape(cells[0])}</td>"]
+        tds += [f'<td class="num">{escape(c)}</td>' for c in cells[1:]]
+        rows.append("<tr>" + "".join(tds) + "</tr>")
+    return (
+        f"<table><caption>{escape(phase_title(phase))}</caption>"
+        f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
+def format_action(action: dict[str, Any]) -> str:
+    """``SetWeight(instance_id=web1, weight=50)`` from a stored action dict."""
+    args = ", ".join(
+        f"{k}={json.dumps(v) if isinstance(v, dict | list) else v}"
+        for k, v in action.items()
+        if k != "type"
+    )
+    return f"{action.get('type', 'action')}({args})"
+
+
+def _events_section(events: Sequence[EventRow]) -> str:
+    if not events:
+        return "<p>No events.</p>"
+    rows = "".join(
+        f'<tr><td class="num">{t:g}</td><td>{escape(kind)}</td>'
+        f"<td>{escape(event_label(kind, detail))}</td>"
+        f"<td>{escape(json.dumps(detail, sort_keys=True))}</td></tr>"
+        for t, kind, detail in events
+    )
+    return (
+        "<table><thead><tr><th>time s</th><th>kind</th><th>what</th><th>detail</th></tr>"
+        f"</thead><tbody>{rows}</tbody></table>"
+    )
+
+
+def _decisions_section(decisions: Sequence[DecisionRow]) -> str:
+    if not decisions:
+        return "<p>No decisions recorded.</p>"
+    rows = "".join(
+        f'<tr><td class="num">{t:g}</td><td>{escape(policy)}</td><td>{escape(reason)}</td>'
+        f"<td>{escape('; '.join(format_action(a) for a in actions)) or '-'}</td></tr>"
+        for t, policy, reason, actions in decisions
+    )
+    return (
+        "<table><thead><tr><th>time s</th><th>policy</th><th>reason</th><th>actions</th></tr>"
+        f"</thead><tbody>{rows}</tbody></table>"
+    )
+
+
+def render_html(
+    summary: dict[str, Any],
+    plots: Sequence[tuple[str, Path]],
+    events: Sequence[EventRow],
+    decisions: Sequence[DecisionRow],
+    out_dir: Path,
+) -> str:
+    """The page's text. Plot paths are written relative to ``out_dir``."""
+    name = str(summary.get("scenario") or "unnamed scenario")
+    env = str(summary.get("environment") or "unknown")
+    status = "complete" if summary.get("complete", True) else "incomplete"
+    note = incomplete_note(summary)
+    warn = f'<p class="warn"><strong>{escape(note)}</strong></p>' if note else ""
+    source = (
+        "client-side request log"
+        if summary.get("rt_source") == "requests"
+        else "per-interval observations (p95 is a request-weighted mean of interval p95s)"
+    )
+    tables = "\n".join(_phase_table(p) for p in summary["phases"]) or "<p>No phases.</p>"
+    imgs = "\n".join(
+        f'<figure><img src="{escape(p.relative_to(out_dir).as_posix())}" '
+        f'alt="{escape(title)}"><figcaption>{escape(title)}</figcaption></figure>'
+        for title, p in plots
+    )
+    return f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>quell report: {escape(name)}</title>
+<style>{_CSS}</style>
+</head>
+<body>
+<h1>{escape(name)}</h1>
+<p class="meta">environment: <strong>{escape(env)}</strong> &middot; run: {escape(status)}
+&middot; control-cycle errors: {escape(str(summary.get("cycle_errors", 0)))}
+&middot; response times from the {escape(source)}</p>
+{warn}
+<h2>Phases</h2>
+{tables}
+<h2>Plots</h2>
+{imgs}
+<h2>Events</h2>
+{_events_section(events)}
+<h2>Decisions</h2>
+{_decisions_section(decisions)}
+</body>
+</html>
+"""
