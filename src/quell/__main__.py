@@ -1,0 +1,6 @@
+"""``python -m quell``: the same command line as the ``quell`` script."""
+
+from quell.cli import main
+
+if __name__ == "__main__":
+    main()

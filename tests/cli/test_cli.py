@@ -1,0 +1,198 @@
+"""The command line as a user runs it: ``python -m quell ...`` in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from quell.core.observation import Observation, Snapshot
+from quell.store.run import RequestRecord, RunStore
+
+SCENARIOS = Path(__file__).parent.parent / "scenario"
+VALID = SCENARIOS / "valid" / "base.yaml"
+WEIGHT_300 = SCENARIOS / "invalid" / "weight_300.yaml"
+MULTI = SCENARIOS / "multi" / "reference_problems.yaml"
+
+
+def quell(*args: str | Path, code: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m quell ARGS`` (or ``python -c CODE ARGS``) with a wide, colourless terminal."""
+    env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1", "TERM": "dumb"}
+    head = ["-c", code] if code is not None else ["-m", "quell"]
+    return subprocess.run(
+        [sys.executable, *head, *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+
+
+def assert_clean_failure(proc: subprocess.CompletedProcess[str], *fragments: str) -> None:
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "Traceback" not in proc.stdout
+    assert proc.stderr.startswith("error: ")
+    for fragment in fragments:
+        assert fragment in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--help"],
+        ["lab", "--help"],
+        ["lab", "run", "--help"],
+        ["lab", "report", "--help"],
+        ["lab", "clean", "--help"],
+        ["scenario", "--help"],
+        ["scenario", "check", "--help"],
+    ],
+    ids=" ".join,
+)
+def test_help_exits_0(args: list[str]) -> None:
+    proc = quell(*args)
+    assert proc.returncode == 0, proc.stderr
+    assert "Usage:" in proc.stdout
+    assert proc.stderr == ""
+
+
+def test_help_lists_the_commands() -> None:
+    top = quell("--help").stdout
+    assert "lab" in top and "scenario" in top
+    lab = quell("lab", "--help").stdout
+    for command in ("run", "report", "clean"):
+        assert command in lab
+
+
+def test_unknown_option_is_a_usage_error() -> None:
+    proc = quell("scenario", "check", "--bogus", VALID)
+    assert proc.returncode == 2
+    assert "No such option: --bogus" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_scenario_check_valid() -> None:
+    proc = quell("scenario", "check", VALID)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "ok: base: 2 host(s), 2 instance(s), 3 phase(s), 30 s"
+
+
+def test_scenario_check_invalid() -> None:
+    proc = quell("scenario", "check", WEIGHT_300)
+    assert_clean_failure(
+        proc, str(WEIGHT_300), "instances[0].weight: Input should be less than or equal to 256"
+    )
+    assert proc.stdout == ""
+
+
+def test_scenario_check_lists_every_problem() -> None:
+    proc = quell("scenario", "check", MULTI)
+    assert_clean_failure(
+        proc,
+        "5 problem(s)",
+        "instances[1].host: unknown host 'h9'",
+        "workload.requests[1].path: '/huge.bin' is not in files",
+        "events[0].start: unknown antagonist 'pig'",
+        "events[1].at_s: 45.0 s is not before the end (30.0 s)",
+        "events[1].phase: phase 'noisy' is already used",
+    )
+
+
+def test_scenario_check_missing_file(tmp_path: Path) -> None:
+    proc = quell("scenario", "check", tmp_path / "nope.yaml")
+    assert_clean_failure(proc, "cannot read file")
+
+
+def test_lab_run_invalid_scenario_exits_2() -> None:
+    proc = quell("lab", "run", WEIGHT_300)
+    assert_clean_failure(proc, "instances[0].weight: Input should be less than or equal to 256")
+
+
+# Runs the CLI with a stand-in lab runner that exits 99 if it is ever called, so the test shows
+# that an invalid scenario stops ``lab run`` before anything starts, whatever the lab can do here.
+STUB_RUNNER = """
+import sys, types
+stub = types.ModuleType("quell.lab.runner")
+def run_lab(*args, **kwargs):
+    print("run_lab was called", file=sys.stderr)
+    raise SystemExit(99)
+stub.run_lab = run_lab
+sys.modules["quell.lab.runner"] = stub
+sys.argv = ["quell", *sys.argv[1:]]
+from quell.cli import main
+main()
+"""
+
+
+def test_lab_run_invalid_scenario_starts_nothing(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    proc = quell("lab", "run", "--runs-dir", runs, WEIGHT_300, code=STUB_RUNNER)
+    assert_clean_failure(proc, "instances[0].weight")
+    assert "run_lab was called" not in proc.stderr
+    assert not runs.exists()
+
+
+def test_lab_report_missing_dir(tmp_path: Path) -> None:
+    proc = quell("lab", "report", tmp_path / "nope")
+    assert_clean_failure(proc, str(tmp_path / "nope"), "no such directory")
+
+
+def test_lab_report_empty_dir(tmp_path: Path) -> None:
+    proc = quell("lab", "report", tmp_path)
+    assert_clean_failure(proc, "not a run directory (no run.db)")
+    assert not (tmp_path / "report").exists()
+
+
+def test_lab_report_corrupt_store(tmp_path: Path) -> None:
+    (tmp_path / "run.db").write_bytes(b"\x00garbage" * 512)
+    proc = quell("lab", "report", tmp_path)
+    assert_clean_failure(proc, "unreadable run store")
+
+
+def _small_run(run_dir: Path, finished: bool) -> None:
+    store = RunStore.create(run_dir)
+    store.set_meta(scenario="tiny", environment="sim", phases=[["baseline", 0.0, 4.0]])
+    for t in (1.0, 2.0, 3.0, 4.0):
+        obs = Observation(t, "web1", 1.0, requests=1, throughput_rps=1.0, cpu_util=0.25)
+        store.add_snapshot(Snapshot(t, "sim", {"web1": obs}))
+    store.add_requests(
+        RequestRecord(t - 0.5, lat, 200, 10, "web1")
+        for t, lat in ((1.0, 0.010), (2.0, 0.020), (3.0, 0.030), (4.0, 0.060))
+    )
+    store.commit()
+    if finished:
+        store.set_meta(finished_at=1.0)
+    store.close()
+
+
+def test_lab_report_json(tmp_path: Path) -> None:
+    _small_run(tmp_path, finished=True)
+    proc = quell("lab", "report", "--json", tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert f"report written to {tmp_path / 'report'}" in proc.stderr.replace("\n", "")
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert summary["complete"] is True
+    assert summary["phases"][0]["instances"]["web1"] == {
+        "requests": 4,
+        "errors": 0,
+        "throughput_rps": 1.0,
+        "mean_rt_ms": 30.0,
+        "p95_rt_ms": 55.5,  # numpy percentile of 10, 20, 30, 60 ms
+        "cpu_util": 0.25,
+        "util_pct": None,
+    }
+    assert "baseline  [0, 4) s" in proc.stdout
+    assert (tmp_path / "report" / "index.html").is_file()
+
+
+def test_lab_report_incomplete_run_says_so(tmp_path: Path) -> None:
+    _small_run(tmp_path, finished=False)
+    proc = quell("lab", "report", tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "incomplete run: it stopped before the end; data ends at 4 s" in proc.stdout
