@@ -85,9 +85,9 @@ def lab_run(
     runs_dir: RunsDirOpt = Path("runs"),
 ) -> None:
     """Run a scenario in the lab: real servers in namespaces and cgroups, HAProxy, load, antagonists."""
+    scenario = load_scenario(path)
     from quell.lab.runner import run_lab
 
-    scenario = load_scenario(path)
     with progress_bar(scenario.duration_s, scenario.name) as progress:
         summary = run_lab(scenario, path, runs_dir, progress)
     emit_summary(summary, as_json)

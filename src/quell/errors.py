@@ -52,3 +52,7 @@ class ComponentError(QuellError):
         self.component = component
         self.detail = detail
         super().__init__(f"{component}: {detail}")
+
+
+class ComponentDiedError(ComponentError):
+    """A component the run cannot go on without has exited; ends the run (not just a cycle)."""

@@ -18,16 +18,17 @@ class Clock(Protocol):
 
 
 class WallClock:
-    """Monotonic wall time with its origin at construction. ``monotonic`` and ``sleep`` injectable."""
+    """Monotonic wall time from ``origin`` (default: construction). ``monotonic``/``sleep`` injectable."""
 
     def __init__(
         self,
         monotonic: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        origin: float | None = None,
     ) -> None:
         self._monotonic = monotonic
         self._sleep = sleep
-        self._origin = monotonic()
+        self._origin = monotonic() if origin is None else origin
 
     def now(self) -> float:
         return self._monotonic() - self._origin

@@ -18,8 +18,11 @@ class Environment(Protocol):
     scenario event (start/stop antagonists); policies never call it.
     """
 
-    name: str
-    clock: Clock
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def clock(self) -> Clock: ...
 
     def observe(self) -> Snapshot: ...
 

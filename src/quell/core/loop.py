@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from quell.core.action import Decision
 from quell.core.environment import Environment, Policy
 from quell.core.observation import Snapshot
+from quell.errors import ComponentDiedError
 from quell.scenario.model import Event
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,8 @@ class ControlLoop:
                     self.on_decision(snapshot.time_s, decision)
                 if decision.actions:
                     self.environment.apply(decision.actions)
+            except ComponentDiedError:
+                raise
             except Exception as exc:  # a failed cycle is counted, never fatal
                 report.cycle_errors += 1
                 msg = f"{type(exc).__name__}: {exc}"

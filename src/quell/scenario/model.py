@@ -52,8 +52,6 @@ class FileSpec(Strict):
 class LoadBalancer(Strict):
     algorithm: Literal["roundrobin", "leastconn"] = "roundrobin"
     maxconn_per_server: Annotated[int, Field(ge=1, le=100_000)] | None = None
-    spare_slots: Annotated[int, Field(ge=0, le=64)] = 4
-    """Empty server slots kept so instances can be added at run time."""
 
 
 class RequestMix(Strict):

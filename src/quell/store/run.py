@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -54,9 +54,9 @@ class RequestRecord:
 
 def _action_dict(a: Action) -> dict[str, Any]:
     d: dict[str, Any] = {"type": type(a).__name__}
-    for name in a.__slots__:  # type: ignore[union-attr]
-        value = getattr(a, name)
-        d[name] = dict(value) if name == "settings" else value
+    for f in fields(a):
+        value = getattr(a, f.name)
+        d[f.name] = dict(value) if f.name == "settings" else value
     return d
 
 

@@ -1,0 +1,93 @@
+"""HAProxy in front of the instances: its config, and waiting until every server is up.
+
+Run-time changes (weights, maxconn, drain, add/remove) go through the runtime API socket
+(``quell.actuate.haproxy.HAProxyRuntime``). Each response carries ``X-Quell-Server`` naming the
+instance that answered, so the client side can attribute every request."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from quell.actuate.haproxy import HAProxyRuntime
+from quell.errors import ComponentError
+from quell.scenario.model import LoadBalancer
+
+BACKEND = "be"
+FRONTEND_ADDR = "127.0.0.1"
+FRONTEND_PORT = 8080
+SERVER_HEADER = "X-Quell-Server"
+
+
+@dataclass(frozen=True)
+class BackendServer:
+    name: str
+    addr: str
+    port: int
+    weight: int
+    maxconn: int | None
+
+
+def server_line(s: BackendServer) -> str:
+    maxconn = f" maxconn {s.maxconn}" if s.maxconn is not None else ""
+    return (
+        f"    server {s.name} {s.addr}:{s.port} weight {s.weight}{maxconn}"
+        " check inter 1s rise 1 fall 3"
+    )
+
+
+def haproxy_config(
+    lb: LoadBalancer, servers: Sequence[BackendServer], socket_path: Path, timeout_s: float
+) -> str:
+    t = f"{max(1, round(timeout_s * 1000))}ms"
+    lines = [
+        "global",
+        f"    stats socket {socket_path} mode 600 level admin",
+        "    stats timeout 30s",
+        "    maxconn 8000",
+        "    nbthread 1",
+        "defaults",
+        "    mode http",
+        "    timeout connect 2s",
+        f"    timeout client {t}",
+        f"    timeout server {t}",
+        f"    timeout queue {t}",
+        "frontend fe",
+        f"    bind {FRONTEND_ADDR}:{FRONTEND_PORT}",
+        "    maxconn 8000",
+        f"    default_backend {BACKEND}",
+        f"backend {BACKEND}",
+        f"    balance {lb.algorithm}",
+        f"    http-response set-header {SERVER_HEADER} %[srv_name]",
+        *(server_line(s) for s in servers),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def wait_until_up(runtime: HAProxyRuntime, names: Sequence[str], timeout_s: float = 15.0) -> None:
+    """Block until HAProxy's health checks see every named server UP."""
+    deadline = time.monotonic() + timeout_s
+    status: dict[str, str] = {}
+    while time.monotonic() < deadline:
+        try:
+            status = {s.server: s.status for s in runtime.show_stat() if s.backend == BACKEND}
+        except ComponentError:
+            status = {}
+        if status and all(status.get(n, "").startswith("UP") for n in names):
+            return
+        time.sleep(0.1)
+    down = {n: status.get(n, "absent") for n in names if not status.get(n, "").startswith("UP")}
+    raise ComponentError("haproxy", f"servers not up after {timeout_s:g} s: {down}")
+
+
+def wait_for_socket(path: Path, alive: object, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if path.exists():
+            return
+        if callable(alive) and not alive():
+            raise ComponentError("haproxy", "exited during start")
+        time.sleep(0.05)
+    raise ComponentError("haproxy", f"admin socket {path} did not appear in {timeout_s:g} s")

@@ -1,0 +1,95 @@
+"""``quell lab clean``: remove what a runner that was killed (even with kill -9) left behind.
+
+Everything a run creates carries its tag: processes (in their environment), namespaces and
+cgroups (in their names), files (under the runtime root). A tag whose runner is still alive is
+left alone."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+from pathlib import Path
+
+from quell.lab.cgroups import list_groups, remove_group
+from quell.lab.network import delete_netns, list_netns, netns_pids
+from quell.lab.tag import ENV_VAR, PREFIX, RUNTIME_ROOT, tag_of
+from quell.signals.cgroup import CgroupLayout, detect_layout
+
+
+def tagged_pids(tag: str, proc_root: Path = Path("/proc")) -> list[int]:
+    """Processes whose environment carries ``QUELL_RUN_TAG=<tag>``."""
+    needle = f"{ENV_VAR}={tag}".encode()
+    out = []
+    for entry in proc_root.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            env = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if needle in env.split(b"\0"):
+            out.append(int(entry.name))
+    return out
+
+
+def runner_alive(state_file: Path) -> bool:
+    try:
+        pid = int(json.loads(state_file.read_text())["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    if pid == os.getpid():
+        return False
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return b"quell" in cmdline
+
+
+def leftover_tags(layout: CgroupLayout, runtime_root: Path = RUNTIME_ROOT) -> set[str]:
+    tags: set[str] = set()
+    with contextlib.suppress(OSError):
+        tags |= {d.name for d in runtime_root.iterdir() if d.is_dir()}
+    tags |= {t for n in list_netns() if (t := tag_of(n))}
+    tags |= {t for g in list_groups(layout, PREFIX) if (t := tag_of(g.name))}
+    return tags
+
+
+def clean_tag(tag: str, layout: CgroupLayout, runtime_root: Path = RUNTIME_ROOT) -> list[str]:
+    removed: list[str] = []
+    pids = set(tagged_pids(tag))
+    names = [n for n in list_netns() if tag_of(n) == tag]
+    for n in names:
+        pids |= set(netns_pids(n))
+    groups = [g for g in list_groups(layout, PREFIX) if tag_of(g.name) == tag]
+    for g in groups:
+        pids |= set(g.pids())
+    pids.discard(os.getpid())
+    for pid in sorted(pids):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+            removed.append(f"process {pid}")
+    for g in groups:
+        remove_group(g)
+        removed.append(f"cgroup {g.name}")
+    for n in names:
+        delete_netns(n)
+        removed.append(f"netns {n}")
+    work = runtime_root / tag
+    if work.exists():
+        shutil.rmtree(work, ignore_errors=True)
+        removed.append(f"files {work}")
+    return removed
+
+
+def clean_leftovers(runtime_root: Path = RUNTIME_ROOT) -> list[str]:
+    layout = detect_layout()
+    removed: list[str] = []
+    for tag in sorted(leftover_tags(layout, runtime_root)):
+        if runner_alive(runtime_root / tag / "state.json"):
+            continue
+        removed += clean_tag(tag, layout, runtime_root)
+    return removed

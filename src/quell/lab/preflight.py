@@ -1,0 +1,71 @@
+"""Checks made before a lab run starts anything: root, binaries, CPUs, cgroups. Every problem is
+reported at once, naming the scenario key it concerns."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from quell.errors import InputError, PrerequisiteError, Problem
+from quell.scenario.model import Scenario
+from quell.workload.schedule import build_schedule
+
+BASE_BINARIES = ("ip", "tc", "haproxy", "taskset", "python3")
+ANTAGONIST_BINARY = {"stress-ng": "stress-ng", "iperf3": "iperf3", "fio": "fio"}
+
+
+def _cpu_range(cpus: set[int]) -> str:
+    return ",".join(map(str, sorted(cpus)))
+
+
+def scenario_problems(
+    scenario: Scenario,
+    available_cpus: set[int],
+    which: Callable[[str], str | None] = shutil.which,
+) -> list[Problem]:
+    problems: list[Problem] = []
+    for b in BASE_BINARIES:
+        if which(b) is None:
+            problems.append(Problem("", f"{b} is not installed (run `make install`)"))
+    for k, inst in enumerate(scenario.instances):
+        if which(inst.server) is None:
+            problems.append(Problem(f"instances[{k}].server", f"{inst.server} is not installed"))
+    for k, ant in enumerate(scenario.antagonists):
+        binary = ANTAGONIST_BINARY[ant.kind]
+        if which(binary) is None:
+            problems.append(Problem(f"antagonists[{k}].kind", f"{binary} is not installed"))
+
+    def check_cpus(where: str, cpus: Sequence[int] | None) -> None:
+        for c in cpus or ():
+            if c not in available_cpus:
+                problems.append(
+                    Problem(
+                        where,
+                        f"CPU {c} does not exist here (available: {_cpu_range(available_cpus)})",
+                    )
+                )
+
+    for k, host in enumerate(scenario.hosts):
+        check_cpus(f"hosts[{k}].cpus", host.cpus)
+    for k, inst in enumerate(scenario.instances):
+        check_cpus(f"instances[{k}].cpus", inst.cpus)
+    for k, ant in enumerate(scenario.antagonists):
+        check_cpus(f"antagonists[{k}].cpus", ant.cpus)
+    check_cpus("workload.cpus", scenario.workload.cpus)
+    if len(scenario.instances) > 2000:
+        problems.append(Problem("instances", "the lab supports at most 2000 instances"))
+    return problems
+
+
+def preflight(scenario: Scenario, scenario_dir: Path, source: str) -> None:
+    """Raise before anything starts if this machine cannot run the scenario."""
+    problems = scenario_problems(scenario, set(os.sched_getaffinity(0)))
+    if problems:
+        raise InputError(source, problems)
+    build_schedule(scenario, scenario_dir)  # a bad trace file fails here, before any start
+    if os.geteuid() != 0:
+        raise PrerequisiteError(
+            "the lab must run as root", "network namespaces, cgroups, tc and HAProxy"
+        )

@@ -1,0 +1,83 @@
+"""``quell lab run``: check, bring up, run, report, and always tear down."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import resource
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from quell.errors import ComponentError
+from quell.experiment import ProgressFn, new_run_dir, prepare_run_dir, run_scenario
+from quell.lab.environment import LabEnvironment
+from quell.lab.preflight import preflight
+from quell.policy import build_policy
+from quell.report.summary import summarize
+from quell.scenario.model import Scenario
+from quell.signals.cgroup import detect_layout
+
+log = logging.getLogger(__name__)
+
+
+class Terminated(SystemExit):
+    """Raised in the main thread when SIGTERM or SIGHUP arrives, so teardown runs."""
+
+
+@contextlib.contextmanager
+def terminate_on_signals() -> Iterator[None]:
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise Terminated(128 + signum)
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def raise_fd_limit(wanted: int = 65536) -> None:
+    """HAProxy, the servers and the load generator inherit this; open loops need many sockets."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+
+
+def run_lab(
+    scenario: Scenario,
+    scenario_path: Path,
+    runs_dir: Path,
+    progress: ProgressFn = lambda done, phase: None,
+) -> dict[str, Any]:
+    preflight(scenario, scenario_path.parent, str(scenario_path))
+    raise_fd_limit()
+    layout = detect_layout()
+    run_dir = new_run_dir(runs_dir, scenario, "lab")
+    store = prepare_run_dir(run_dir, scenario, scenario_path, "lab")
+    env = LabEnvironment(scenario, scenario_path.parent, run_dir, layout)
+    store.set_meta(run_tag=env.tag.value)
+    policy = build_policy(scenario.policy)
+    summary: dict[str, Any] | None = None
+    with terminate_on_signals():
+        try:
+            env.start(status=lambda step: progress(0.0, step))
+            summary = run_scenario(scenario, env, policy, store, progress)
+        finally:
+            try:
+                env.close()
+            except ComponentError as exc:
+                log.error("%s; run `quell lab clean` to remove what is left", exc)
+            if summary is None:  # interrupted: keep what was measured, summarised
+                with contextlib.suppress(Exception):
+                    store.add_requests(env.take_requests())
+                    store.commit()
+                    partial = summarize(store)
+                    (run_dir / "summary.json").write_text(json.dumps(partial, indent=2) + "\n")
+            store.close()
+    return summary

@@ -1,0 +1,155 @@
+"""Turns the machine's counters into one ``Observation`` per instance per interval.
+
+Reads, for each instance: its cgroup's CPU time and PSI, the run-queue wait of its server
+processes (schedstat summed over every thread), its interface counters (from inside its
+namespace), HAProxy's view of it, and the client-side latencies of the requests it answered.
+Host-wide: steal time from /proc/stat. Cumulative counters become interval values through
+``CounterDelta``, which refuses to difference across a process restart or a counter reset."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from quell.core.observation import Observation, Snapshot
+from quell.lab.cgroups import Group
+from quell.signals.cgroup import CgroupLayout, read_cpu_usage_ns, read_group_pressure
+from quell.signals.delta import CounterDelta
+from quell.signals.haproxy import ServerStat
+from quell.signals.procfs import (
+    read_cpu_times,
+    read_net_dev,
+    read_processes_schedstat,
+    read_system_pressure,
+)
+from quell.store.run import RequestRecord
+
+PSI_RESOURCES = ("cpu", "memory", "io")
+
+
+@dataclass(frozen=True)
+class InstanceProbe:
+    """What the sampler needs to know about one instance."""
+
+    instance_id: str
+    group: Group
+    link_mbit: float | None
+    cpu_count: int
+    interface: str = "eth0"
+
+
+def latency_stats(records: Sequence[RequestRecord]) -> dict[str, float | None]:
+    lat = np.array(
+        [r.latency_s for r in records if r.latency_s is not None and 200 <= r.status < 400]
+    )
+    if lat.size == 0:
+        return {"mean": None, "p50": None, "p95": None, "p99": None}
+    p50, p95, p99 = np.percentile(lat, [50, 95, 99])
+    return {"mean": float(lat.mean()), "p50": float(p50), "p95": float(p95), "p99": float(p99)}
+
+
+class Sampler:
+    def __init__(self, layout: CgroupLayout, proc_root: Path = Path("/proc")) -> None:
+        self.layout = layout
+        self.proc_root = proc_root
+        self._delta = CounterDelta()
+
+    def _rate(
+        self, key: object, value: float | None, dt: float, gen: object = None
+    ) -> float | None:
+        if value is None:
+            return None
+        d = self._delta.update(key, value, gen)
+        return None if d is None or dt <= 0 else d / dt
+
+    def prime(self, instances: Iterable[InstanceProbe]) -> None:
+        """Take a first reading so the first interval already has deltas."""
+        self.sample(0.0, 1.0, list(instances), {}, [])
+
+    def sample(
+        self,
+        time_s: float,
+        interval_s: float,
+        instances: Sequence[InstanceProbe],
+        lb: Mapping[str, ServerStat],
+        records: Sequence[RequestRecord],
+    ) -> Snapshot:
+        dt = interval_s
+        cpu = read_cpu_times(self.proc_root)
+        steal_rate = self._rate("host/steal", cpu.steal, dt)
+        total_rate = self._rate("host/total", cpu.total, dt)
+        steal = steal_rate / total_rate if steal_rate is not None and total_rate else None
+        by_server: dict[str, list[RequestRecord]] = {}
+        for r in records:
+            by_server.setdefault(r.server, []).append(r)
+        out: dict[str, Observation] = {}
+        for inst in instances:
+            iid = inst.instance_id
+            pids = inst.group.pids()
+            gen = tuple(pids)
+            try:
+                usage = float(read_cpu_usage_ns(self.layout, inst.group.name))
+            except OSError:
+                usage = None
+            cpu_ns = self._rate((iid, "cpu"), usage, dt)
+            cpu_util = cpu_ns / 1e9 if cpu_ns is not None else None
+            psi: dict[str, float | None] = {}
+            for res in PSI_RESOURCES:
+                p = read_group_pressure(self.layout, inst.group.name, res)  # type: ignore[arg-type]
+                if p is None:
+                    p = read_system_pressure(res, self.proc_root)  # type: ignore[arg-type]
+                stall = self._rate((iid, "psi", res), p.some_total_us if p else None, dt)
+                psi[res] = stall / 1e6 * 100.0 if stall is not None else None
+            sched = read_processes_schedstat(pids, self.proc_root) if pids else None
+            wait = self._rate((iid, "rqwait"), sched.wait_ns if sched else None, dt, gen)
+            rx = tx = None
+            if pids:
+                try:
+                    dev = read_net_dev(pids[0], self.proc_root).get(inst.interface)
+                except OSError:
+                    dev = None
+                if dev is not None:
+                    rx_rate = self._rate((iid, "rx"), dev.rx_bytes, dt, gen)
+                    tx_rate = self._rate((iid, "tx"), dev.tx_bytes, dt, gen)
+                    rx = round(rx_rate * dt) if rx_rate is not None else None
+                    tx = round(tx_rate * dt) if tx_rate is not None else None
+            if inst.link_mbit is not None:
+                util = tx * 8 / (dt * inst.link_mbit * 1e6) * 100.0 if tx is not None else None
+            else:
+                util = cpu_util / inst.cpu_count * 100.0 if cpu_util is not None else None
+            recs = by_server.get(iid, [])
+            ok = [r for r in recs if 200 <= r.status < 400]
+            stats = latency_stats(recs)
+            stat = lb.get(iid)
+            extra: dict[str, float] = {}
+            if stat is not None:
+                extra = {"lb_sessions": float(stat.scur), "lb_queue": float(stat.qcur)}
+                if stat.rtime_ms is not None:
+                    extra["lb_rtime_ms"] = float(stat.rtime_ms)
+            out[iid] = Observation(
+                time_s=time_s,
+                instance_id=iid,
+                interval_s=interval_s,
+                requests=len(ok),
+                throughput_rps=len(ok) / dt,
+                mean_rt_seconds=stats["mean"],
+                p50_rt_seconds=stats["p50"],
+                p95_rt_seconds=stats["p95"],
+                p99_rt_seconds=stats["p99"],
+                errors=len(recs) - len(ok),
+                cpu_util=cpu_util,
+                steal_ratio=steal,
+                psi_cpu_some_pct=psi["cpu"],
+                psi_memory_some_pct=psi["memory"],
+                psi_io_some_pct=psi["io"],
+                runqueue_wait_seconds=wait / 1e9 * dt if wait is not None else None,
+                net_rx_bytes=rx,
+                net_tx_bytes=tx,
+                util_pct=util,
+                weight=stat.weight if stat is not None else None,
+                extra=extra,
+            )
+        return Snapshot(time_s=time_s, environment="lab", instances=out)
