@@ -64,9 +64,11 @@ class LabInstance:
     group: Group
     server: Managed
 
+    cpus: list[int] | None = None
+
     @property
-    def probe_cpus(self) -> int:
-        return len(self.spec.cpus) if self.spec.cpus else os.cpu_count() or 1
+    def cpu_count(self) -> int:
+        return len(self.cpus) if self.cpus else len(os.sched_getaffinity(0))
 
 
 class LabEnvironment:
@@ -149,7 +151,7 @@ class LabEnvironment:
             files.command,
             Placement(self.topology.instance_ns(inst.id), group.procs_files, cpus),
         )
-        lab_inst = LabInstance(inst, index, addr, group, server)
+        lab_inst = LabInstance(inst, index, addr, group, server, cpus)
         self.instances[inst.id] = lab_inst
         return lab_inst
 
@@ -241,7 +243,7 @@ class LabEnvironment:
                 i.spec.id,
                 i.group,
                 self.scenario.host(i.spec.host).link_mbit,
-                i.probe_cpus,
+                i.cpu_count,
             )
             for i in self.instances.values()
         ]

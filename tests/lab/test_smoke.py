@@ -1,0 +1,56 @@
+"""The lab's two smoke scenarios, run for real: the interference effects must show."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from quell.lab.runner import run_lab
+from quell.scenario import load_scenario
+from tests.lab.leftovers import leftovers, run_tag
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.lab
+
+
+def root_qdiscs() -> str:
+    return subprocess.run(["tc", "qdisc", "show"], capture_output=True, text=True).stdout
+
+
+def phase_rt(summary: dict, phase: str, instance: str) -> float:
+    p = next(p for p in summary["phases"] if p["name"] == phase)
+    rt = p["instances"][instance]["mean_rt_ms"]
+    assert rt is not None, f"{instance} answered no request in {phase}"
+    return float(rt)
+
+
+def test_network_interference_slows_only_the_cohosted_instance(tmp_path: Path) -> None:
+    """PRIMA Table III: iperf3 on host 2's link; round robin keeps sending i2 half the load."""
+    path = ROOT / "scenarios" / "interference-smoke.yaml"
+    qdiscs_before = root_qdiscs()
+    summary = run_lab(load_scenario(path), path, tmp_path)
+    base_i1, base_i2 = phase_rt(summary, "baseline", "i1"), phase_rt(summary, "baseline", "i2")
+    noisy_i1 = phase_rt(summary, "interference", "i1")
+    noisy_i2 = phase_rt(summary, "interference", "i2")
+    assert noisy_i2 >= 2.0 * base_i2, (base_i2, noisy_i2)
+    assert abs(noisy_i1 - base_i1) <= 0.25 * base_i1, (base_i1, noisy_i1)
+    baseline = next(p for p in summary["phases"] if p["name"] == "baseline")["instances"]
+    # round robin: equal shares; about 35 % of each 100 Mbit/s link
+    assert abs(baseline["i1"]["requests"] - baseline["i2"]["requests"]) <= 2
+    assert 25.0 <= baseline["i1"]["util_pct"] <= 45.0
+    # teardown left nothing: no process, namespace, cgroup, file or tc rule of the run
+    assert not any(leftovers(run_tag(Path(summary["run_dir"]))).values())
+    assert root_qdiscs() == qdiscs_before
+
+
+def test_cache_thrasher_on_the_same_cpu_slows_a_cpu_bound_instance(tmp_path: Path) -> None:
+    path = ROOT / "scenarios" / "cpu-interference-smoke.yaml"
+    summary = run_lab(load_scenario(path), path, tmp_path)
+    base = phase_rt(summary, "baseline", "web")
+    noisy = phase_rt(summary, "antagonist", "web")
+    assert noisy >= 1.3 * base, (base, noisy)
+    p = next(p for p in summary["phases"] if p["name"] == "antagonist")["instances"]["web"]
+    assert p["errors"] == 0
+    assert not any(leftovers(run_tag(Path(summary["run_dir"]))).values())
