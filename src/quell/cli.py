@@ -18,6 +18,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
 from quell.errors import QuellError
 from quell.scenario import load_scenario
+from quell.sim.cli import sim_app
 
 app = typer.Typer(
     help="See, explain and beat performance interference from co-located tenants.",
@@ -29,6 +30,7 @@ lab_app = typer.Typer(help="Run scenarios on this machine with real servers, HAP
 scenario_app = typer.Typer(help="Work with scenario files.")
 app.add_typer(lab_app, name="lab", no_args_is_help=True)
 app.add_typer(scenario_app, name="scenario", no_args_is_help=True)
+app.add_typer(sim_app, name="sim", no_args_is_help=True)
 
 err_console = Console(stderr=True)
 out_console = Console()
