@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 # System packages the lab drives (Debian 12 / Ubuntu names).
 SYSTEM_PACKAGES := haproxy lighttpd nginx apache2 php8.2-fpm httperf wrk stress-ng iperf3 fio \
-	iproute2 procps psmisc util-linux
+	sysstat iproute2 procps psmisc util-linux
 
 .PHONY: install system python demo test lint typecheck unit bench clean
 install: system python
