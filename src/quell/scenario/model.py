@@ -64,7 +64,6 @@ class Workload(Strict):
     requests: Annotated[list[RequestMix], Field(min_length=1)] | None = None
     """Which files are requested and how often; ``None`` with ``sessions`` set."""
     sessions: SessionSpec | None = None
-    generator: Literal["builtin", "httperf"] = "builtin"
     timeout_s: Annotated[float, Field(gt=0, le=300)] = 10.0
     max_requests: Annotated[int, Field(ge=1, le=50_000_000)] = 1_000_000
     """Hard bound on requests sent; the schedule is cut there."""

@@ -1,0 +1,118 @@
+"""The control loop: ticks at every interval, events at their times, failed cycles counted."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from quell.core.action import Action, Decision, SetWeight
+from quell.core.clock import VirtualClock, WallClock
+from quell.core.loop import ControlLoop
+from quell.core.observation import Observation, Snapshot
+from quell.errors import ComponentDiedError, ComponentError
+from quell.scenario.model import Event
+
+
+class ScriptedEnv:
+    """An environment on a virtual clock that records calls and fails where told."""
+
+    name = "scripted"
+
+    def __init__(self, fail_at: Sequence[float] = (), die_at: float | None = None) -> None:
+        self.clock = VirtualClock()
+        self.fail_at = set(fail_at)
+        self.die_at = die_at
+        self.log: list[tuple[float, str]] = []
+        self.applied: list[Action] = []
+
+    def observe(self) -> Snapshot:
+        t = self.clock.now()
+        self.log.append((t, "observe"))
+        if t in self.fail_at:
+            raise ComponentError("scripted", f"no data at {t}")
+        if self.die_at is not None and t >= self.die_at:
+            raise ComponentDiedError("scripted", "gone")
+        obs = Observation(time_s=t, instance_id="a", interval_s=1.0, requests=int(t))
+        return Snapshot(time_s=t, environment=self.name, instances={"a": obs})
+
+    def apply(self, actions: Sequence[Action]) -> None:
+        self.applied.extend(actions)
+
+    def trigger(self, event: Event) -> None:
+        self.log.append((self.clock.now(), f"event:{event.phase}"))
+
+    def close(self) -> None:
+        pass
+
+
+class HalvingPolicy:
+    name = "halving"
+
+    def decide(self, snapshot: Snapshot) -> Decision:
+        return Decision((SetWeight("a", 50),), reason=f"t={snapshot.time_s:g}")
+
+
+def test_ticks_events_and_decisions_in_time_order() -> None:
+    env = ScriptedEnv()
+    decisions: list[tuple[float, Decision]] = []
+    events = [Event(at_s=2.0, phase="p2"), Event(at_s=2.5, phase="mid")]
+    report = ControlLoop(
+        env, HalvingPolicy(), 1.0, 4.0, events, on_decision=lambda t, d: decisions.append((t, d))
+    ).run()
+    assert report.ticks == 4 and report.cycle_errors == 0
+    # the tick closing [1, 2) comes before the event at 2 s
+    assert env.log == [
+        (1.0, "observe"),
+        (2.0, "observe"),
+        (2.0, "event:p2"),
+        (2.5, "event:mid"),
+        (3.0, "observe"),
+        (4.0, "observe"),
+    ]
+    assert [t for t, _ in decisions] == [1.0, 2.0, 3.0, 4.0]
+    assert env.applied == [SetWeight("a", 50)] * 4
+
+
+def test_a_failed_cycle_is_counted_and_the_loop_goes_on() -> None:
+    env = ScriptedEnv(fail_at=[2.0, 3.0])
+    errors: list[tuple[float, str]] = []
+    report = ControlLoop(
+        env, HalvingPolicy(), 1.0, 5.0, on_cycle_error=lambda t, m: errors.append((t, m))
+    ).run()
+    assert report.ticks == 5
+    assert report.cycle_errors == 2
+    assert [t for t, _ in errors] == [2.0, 3.0]
+    assert "no data at 2.0" in errors[0][1]
+    assert len(env.applied) == 3  # decided only on the three good snapshots
+
+
+def test_a_dead_component_ends_the_run() -> None:
+    env = ScriptedEnv(die_at=3.0)
+    with pytest.raises(ComponentDiedError):
+        ControlLoop(env, HalvingPolicy(), 1.0, 10.0).run()
+    assert env.log[-1] == (3.0, "observe")
+
+
+def test_wall_clock_sleeps_until_the_target_with_injected_time() -> None:
+    now = [100.0]
+    slept: list[float] = []
+
+    def sleep(d: float) -> None:
+        slept.append(d)
+        now[0] += d
+
+    clock = WallClock(monotonic=lambda: now[0], sleep=sleep)
+    assert clock.now() == 0.0
+    clock.sleep_until(1.2)
+    assert clock.now() == pytest.approx(1.2)
+    assert slept == pytest.approx([0.5, 0.5, 0.2])  # never sleeps more than 0.5 s at once
+    clock.sleep_until(1.0)  # already past: returns at once
+    assert len(slept) == 3
+
+
+def test_virtual_clock_jumps_and_never_goes_back() -> None:
+    clock = VirtualClock()
+    clock.sleep_until(600.0)
+    clock.sleep_until(10.0)
+    assert clock.now() == 600.0
