@@ -1,6 +1,11 @@
 """PRIMA's video-streaming sessions (Table I of the PRIMA paper).
 
-Placeholder wiring point for the simulator issue, which builds the Zipf/pacing generator here.
+Sessions arrive by the workload's arrival process (Poisson in the paper). Each session watches
+one video drawn from a Zipf(α) popularity over ``videos`` videos; a video of mean size
+``mean_video_bytes`` is cut into chunks of about ``mean_chunk_bytes`` (10 s of play each). The
+first ``prefetch_chunks`` are requested at once (filling the buffer), then one chunk every
+``chunk_seconds`` (pacing). Requests are open loop: the schedule does not wait for responses.
+Paths are ``/v{video}/c{chunk}``.
 """
 
 from __future__ import annotations
@@ -8,14 +13,73 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from quell.errors import InputError, Problem
+import numpy as np
+from numpy.typing import NDArray
+
+from quell.core.rng import component_rng
+from quell.workload.arrival import build_arrival
 
 if TYPE_CHECKING:
     from quell.scenario.model import Scenario
     from quell.workload.schedule import RequestSchedule
 
+VIDEO_SIZE_SIGMA = 0.5
+"""Spread (σ of log size) of video sizes around their mean."""
+
+
+def zipf_probabilities(videos: int, alpha: float) -> NDArray[np.float64]:
+    """P(video of rank k) ∝ k^-α for k = 1..videos."""
+    w = np.arange(1, videos + 1, dtype=np.float64) ** -alpha
+    return np.asarray(w / w.sum(), dtype=np.float64)
+
+
+def video_chunks(
+    videos: int, mean_video_bytes: float, mean_chunk_bytes: float, rng: np.random.Generator
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """Chunk count and chunk size of each video (lognormal video sizes with the given mean)."""
+    size = mean_video_bytes * np.exp(
+        VIDEO_SIZE_SIGMA * rng.standard_normal(videos) - VIDEO_SIZE_SIGMA**2 / 2.0
+    )
+    n_chunks = np.maximum(1, np.round(size / mean_chunk_bytes)).astype(np.int64)
+    return n_chunks, size / n_chunks
+
 
 def video_schedule(scenario: Scenario, base_dir: Path) -> RequestSchedule:
-    raise InputError(
-        scenario.name, [Problem("workload.sessions", "video sessions are not available yet")]
+    from quell.workload.schedule import RequestSchedule
+
+    spec = scenario.workload.sessions
+    assert spec is not None
+    seed = scenario.seed
+    starts = build_arrival(scenario.workload.arrival, base_dir).times(
+        scenario.duration_s, component_rng(seed, "workload/sessions")
     )
+    n_chunks, chunk_bytes = video_chunks(
+        spec.videos,
+        spec.mean_video_bytes,
+        spec.mean_chunk_bytes,
+        component_rng(seed, "workload/videos"),
+    )
+    video = component_rng(seed, "workload/popularity").choice(
+        spec.videos, size=starts.size, p=zipf_probabilities(spec.videos, spec.zipf_alpha)
+    )
+    per_session = n_chunks[video]
+    first = np.cumsum(per_session) - per_session
+    chunk = np.arange(int(per_session.sum())) - np.repeat(first, per_session)
+    session_start = np.repeat(starts, per_session)
+    paced = np.maximum(chunk - spec.prefetch_chunks + 1, 0)
+    times = session_start + paced * spec.chunk_seconds
+    vid = np.repeat(video, per_session)
+    keep = times < scenario.duration_s
+    times, vid, chunk = times[keep], vid[keep], chunk[keep]
+    order = np.argsort(times, kind="stable")
+    times, vid, chunk = times[order], vid[order], chunk[order]
+    # one path per (video, chunk) that occurs in the schedule
+    offsets = np.concatenate([[0], np.cumsum(n_chunks)[:-1]])
+    flat = offsets[vid] + chunk
+    used, path_index = np.unique(flat, return_inverse=True)
+    owner = np.searchsorted(offsets, used, side="right") - 1
+    paths = tuple(
+        f"/v{int(v)}/c{int(c)}" for v, c in zip(owner, used - offsets[owner], strict=True)
+    )
+    sizes = tuple(round(float(b)) for b in chunk_bytes[owner])
+    return RequestSchedule(times, path_index.astype(np.int32), paths, sizes)
