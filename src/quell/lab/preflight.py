@@ -59,13 +59,19 @@ def scenario_problems(
     return problems
 
 
-def preflight(scenario: Scenario, scenario_dir: Path, source: str) -> None:
+def preflight(
+    scenario: Scenario,
+    scenario_dir: Path,
+    source: str,
+    euid: int | None = None,
+    which: Callable[[str], str | None] = shutil.which,
+) -> None:
     """Raise before anything starts if this machine cannot run the scenario."""
-    problems = scenario_problems(scenario, set(os.sched_getaffinity(0)))
+    problems = scenario_problems(scenario, set(os.sched_getaffinity(0)), which)
     if problems:
         raise InputError(source, problems)
     build_schedule(scenario, scenario_dir)  # a bad trace file fails here, before any start
-    if os.geteuid() != 0:
+    if (os.geteuid() if euid is None else euid) != 0:
         raise PrerequisiteError(
             "the lab must run as root", "network namespaces, cgroups, tc and HAProxy"
         )

@@ -1,0 +1,76 @@
+"""Checks made before a lab run starts anything (no root or packages needed to run these)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from quell.errors import InputError, PrerequisiteError
+from quell.lab.preflight import preflight, scenario_problems
+from quell.scenario import parse_scenario
+
+
+def scenario(**over: object) -> dict:
+    s: dict = {
+        "name": "pf",
+        "duration_s": 10,
+        "hosts": [{"id": "h1", "cpus": [0]}],
+        "instances": [{"id": "a", "host": "h1", "server": "nginx"}],
+        "files": [{"path": "/x", "size_bytes": 10}],
+        "workload": {
+            "arrival": {"process": "poisson", "rate_rps": 5},
+            "requests": [{"path": "/x"}],
+        },
+        "antagonists": [{"id": "n", "kind": "iperf3", "host": "h1"}],
+    }
+    s.update(over)
+    return s
+
+
+def everything(name: str) -> str | None:
+    return f"/usr/bin/{name}"
+
+
+def test_missing_binaries_are_named_with_their_keys() -> None:
+    def which(name: str) -> str | None:
+        return None if name in ("nginx", "iperf3", "haproxy") else f"/usr/bin/{name}"
+
+    problems = [str(p) for p in scenario_problems(parse_scenario(scenario()), {0, 1}, which)]
+    assert "haproxy is not installed (run `make install`)" in problems
+    assert "instances[0].server: nginx is not installed" in problems
+    assert "antagonists[0].kind: iperf3 is not installed" in problems
+
+
+def test_cpus_that_do_not_exist_are_named_with_their_keys() -> None:
+    s = scenario(hosts=[{"id": "h1", "cpus": [0, 7]}])
+    s["instances"][0]["cpus"] = [5]
+    s["workload"]["cpus"] = [9]
+    problems = [str(p) for p in scenario_problems(parse_scenario(s), {0, 1}, everything)]
+    assert problems == [
+        "hosts[0].cpus: CPU 7 does not exist here (available: 0,1)",
+        "instances[0].cpus: CPU 5 does not exist here (available: 0,1)",
+        "workload.cpus: CPU 9 does not exist here (available: 0,1)",
+    ]
+
+
+def test_preflight_reports_every_problem_at_once(tmp_path: Path) -> None:
+    s = scenario(hosts=[{"id": "h1", "cpus": [99]}])
+    with pytest.raises(InputError) as err:
+        preflight(parse_scenario(s), tmp_path, "pf.yaml", euid=0, which=lambda n: None)
+    assert err.value.exit_code == 2
+    assert len(err.value.problems) >= 5  # 5 base binaries, nginx, iperf3, the CPU
+
+
+def test_preflight_refuses_without_root_and_says_why(tmp_path: Path) -> None:
+    with pytest.raises(PrerequisiteError) as err:
+        preflight(parse_scenario(scenario()), tmp_path, "pf.yaml", euid=1000, which=everything)
+    assert "root" in str(err.value) and "network namespaces" in str(err.value)
+    assert err.value.exit_code == 2
+
+
+def test_a_missing_trace_file_is_caught_before_start(tmp_path: Path) -> None:
+    s = scenario()
+    s["workload"]["arrival"] = {"process": "trace", "path": "nope.txt"}
+    with pytest.raises(InputError, match="cannot read trace"):
+        preflight(parse_scenario(s), tmp_path, "pf.yaml", euid=0, which=everything)
