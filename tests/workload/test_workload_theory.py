@@ -1,0 +1,80 @@
+"""Arrival processes and video sessions against their targets (seeded; tolerances stated)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.optimize import minimize_scalar
+
+from quell.core.rng import component_rng
+from quell.scenario import parse_scenario
+from quell.workload.arrival import Mmpp2, Poisson, index_of_dispersion
+from quell.workload.schedule import build_schedule
+from quell.workload.sessions import zipf_probabilities
+
+
+@pytest.mark.parametrize("dispersion", [5.0, 20.0])
+def test_mmpp2_mean_rate_and_index_of_dispersion(dispersion: float) -> None:
+    # Fit by mean rate and asymptotic index of dispersion; windows of 20 s are far longer than
+    # the modulating chain's time scale (< 0.1 s). Mean within 2 %, dispersion within 10 %.
+    proc = Mmpp2.fit(100.0, dispersion)
+    assert proc.mean_rate_rps == pytest.approx(100.0) and proc.dispersion == pytest.approx(
+        dispersion
+    )
+    duration = 40_000.0
+    times = proc.times(duration, component_rng(1, "test/mmpp"))
+    assert times.size / duration == pytest.approx(100.0, rel=0.02)
+    assert index_of_dispersion(times, 20.0) == pytest.approx(dispersion, rel=0.10)
+
+
+def test_poisson_index_of_dispersion_is_one() -> None:
+    times = Poisson(50.0).times(20_000.0, component_rng(2, "test/poisson"))
+    assert times.size / 20_000.0 == pytest.approx(50.0, rel=0.01)
+    assert index_of_dispersion(times, 10.0) == pytest.approx(1.0, rel=0.1)
+
+
+def fit_zipf_alpha(counts: np.ndarray) -> float:
+    """Maximum-likelihood α of a Zipf law over ranks 1..len(counts) from per-rank counts."""
+
+    def nll(alpha: float) -> float:
+        return -float(np.sum(counts * np.log(zipf_probabilities(counts.size, alpha))))
+
+    res = minimize_scalar(nll, bounds=(0.01, 3.0), method="bounded")
+    return float(res.x)
+
+
+def test_video_sessions_zipf_and_pacing() -> None:
+    s = parse_scenario(
+        {
+            "name": "video",
+            "seed": 4,
+            "duration_s": 4000,
+            "hosts": [{"id": "h1", "link_mbit": 1000}],
+            "instances": [{"id": "i1", "host": "h1"}],
+            "files": [{"path": "/x", "size_bytes": 1}],
+            "workload": {"arrival": {"process": "poisson", "rate_rps": 5}, "sessions": {}},
+        }
+    )
+    sched = build_schedule(s, Path("."))
+    paths = np.asarray(sched.paths)[sched.path_index]
+    first = np.char.endswith(paths.astype(str), "/c0")
+    videos = np.array([int(p.split("/")[1][1:]) for p in paths[first]])
+    # one first chunk per session: ~ 5/s x 4000 s sessions, Poisson (within 3 %)
+    assert videos.size == pytest.approx(20_000, rel=0.03)
+    counts = np.bincount(videos, minlength=100)
+    # Zipf α = 0.8 over 100 videos, fitted back by maximum likelihood: within ±0.03
+    assert fit_zipf_alpha(counts) == pytest.approx(0.8, abs=0.03)
+    # chunk sizes average ~0.5 MB; first three chunks at the session start, then every 10 s
+    sizes = np.asarray(sched.sizes_bytes)
+    assert sizes.mean() == pytest.approx(500_000, rel=0.1)
+    t_first = sched.times_s[first][0]
+    same = paths[np.isclose(sched.times_s, t_first)]
+    vid = same[0].split("/")[1]
+    chunks_at_start = [p for p in same if p.startswith(f"/{vid}/")]
+    assert len(chunks_at_start) >= 3
+    c3 = np.flatnonzero(paths == f"/{vid}/c3")
+    c4 = np.flatnonzero(paths == f"/{vid}/c4")
+    assert np.any(np.isclose(sched.times_s[c3], t_first + 10.0))
+    assert np.any(np.isclose(sched.times_s[c4], t_first + 20.0))
