@@ -20,8 +20,8 @@ import math
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
-from quell.core.observation import Observation
 from quell.store.run import RunStore
 
 INSTANCE_METRICS: tuple[str, ...] = (
@@ -41,47 +41,46 @@ def _clean(x: float | None, digits: int = 3) -> float | None:
     return round(float(x), digits)
 
 
-def _mean(values: list[float | None]) -> float | None:
-    vals = [v for v in values if v is not None]
-    return float(np.mean(vals)) if vals else None
+def _ratio(total: float | None, weight: float | None) -> float | None:
+    return total / weight if total is not None and weight else None
 
 
-def _weighted(pairs: list[tuple[int, float | None]]) -> float | None:
-    """Request-weighted mean over the intervals that measured a value (``None`` ones are left
-    out of both the sum and the weight, so an unmeasured interval never counts as 0 s)."""
-    known = [(k, v) for k, v in pairs if k > 0 and v is not None]
-    total = sum(k for k, _ in known)
-    return sum(k * v for k, v in known) / total if total else None
-
-
-def _in_phase(obs: Observation, start: float, end: float) -> bool:
-    mid = obs.time_s - obs.interval_s / 2.0
-    return start <= mid < end
+def _by_server(req: dict[str, NDArray[Any]]) -> dict[str, NDArray[np.intp]]:
+    """Indices of the request records of each answering instance, grouped once."""
+    servers, codes = np.unique(req["server"].astype(str), return_inverse=True)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(servers.size + 1))
+    return {str(s): order[bounds[k] : bounds[k + 1]] for k, s in enumerate(servers)}
 
 
 def summarize(store: RunStore) -> dict[str, Any]:
     meta = store.meta()
     phases = meta.get("phases", [])
-    observations = store.observations()
     ids = store.instance_ids()
     req = store.request_arrays() if store.request_count() else None
+    groups = _by_server(req) if req is not None else {}
+    empty = np.empty(0, dtype=np.intp)
     complete = "finished_at" in meta
-    data_end_s = max((o.time_s for o in observations), default=0.0)
+    data_end_s = store.last_time_s()
     out_phases = []
     for name, start, end in phases:
         observed_end = end if complete else min(end, data_end_s)
         length = max(observed_end - start, 0.0)
+        agg = store.interval_aggregates(start, end)
         insts: dict[str, Any] = {}
         for iid in ids:
-            obs = [o for o in observations if o.instance_id == iid and _in_phase(o, start, end)]
+            a = agg.get(iid, {})
             entry: dict[str, Any] = {
-                "cpu_util": _clean(_mean([o.cpu_util for o in obs])),
-                "util_pct": _clean(_mean([o.util_pct for o in obs]), 2),
+                "cpu_util": _clean(a.get("cpu_util")),
+                "util_pct": _clean(a.get("util_pct"), 2),
             }
             if req is not None:
-                sel = (req["server"] == iid) & (req["send_s"] >= start) & (req["send_s"] < end)
-                ok = sel & (req["status"] >= 200) & (req["status"] < 400)
-                lat = req["latency_s"][ok]
+                idx = groups.get(iid, empty)
+                send = req["send_s"][idx]
+                status = req["status"][idx]
+                sel = (send >= start) & (send < end)
+                ok = sel & (status >= 200) & (status < 400)
+                lat = req["latency_s"][idx][ok]
                 lat = lat[np.isfinite(lat)]
                 n = int(ok.sum())
                 entry["requests"] = n
@@ -91,11 +90,11 @@ def summarize(store: RunStore) -> dict[str, Any]:
                     _clean(float(np.percentile(lat, 95)) * 1e3) if lat.size else None
                 )
             else:
-                n = sum(o.requests for o in obs)
+                n = int(a.get("requests") or 0)
                 entry["requests"] = n
-                entry["errors"] = sum(o.errors for o in obs)
-                mean_s = _weighted([(o.requests, o.mean_rt_seconds) for o in obs])
-                p95_s = _weighted([(o.requests, o.p95_rt_seconds) for o in obs])
+                entry["errors"] = int(a.get("errors") or 0)
+                mean_s = _ratio(a.get("rt_sum"), a.get("rt_weight"))
+                p95_s = _ratio(a.get("p95_sum"), a.get("p95_weight"))
                 entry["mean_rt_ms"] = _clean(mean_s * 1e3) if mean_s is not None else None
                 entry["p95_rt_ms"] = _clean(p95_s * 1e3) if p95_s is not None else None
             entry["throughput_rps"] = _clean(n / length) if length > 0 else None

@@ -149,6 +149,42 @@ class RunStore:
             out.append(Observation.from_dict(d))
         return out
 
+    def interval_aggregates(self, start_s: float, end_s: float) -> dict[str, dict[str, Any]]:
+        """Per-instance sums over the observations whose interval midpoint is in
+        ``[start_s, end_s)``: requests, errors, mean cpu_util and util_pct (NULLs left out), and
+        request-weighted sums of mean and p95 response time over the intervals that measured
+        them (with their weights), computed in SQLite so large runs stay fast."""
+        rows = self._conn.execute(
+            """
+            SELECT instance_id, SUM(requests), SUM(errors), AVG(cpu_util), AVG(util_pct),
+              SUM(CASE WHEN requests > 0 AND mean_rt_seconds IS NOT NULL
+                       THEN requests * mean_rt_seconds END),
+              SUM(CASE WHEN requests > 0 AND mean_rt_seconds IS NOT NULL THEN requests END),
+              SUM(CASE WHEN requests > 0 AND p95_rt_seconds IS NOT NULL
+                       THEN requests * p95_rt_seconds END),
+              SUM(CASE WHEN requests > 0 AND p95_rt_seconds IS NOT NULL THEN requests END)
+            FROM observations
+            WHERE time_s - interval_s / 2.0 >= ? AND time_s - interval_s / 2.0 < ?
+            GROUP BY instance_id
+            """,
+            (start_s, end_s),
+        )
+        keys = (
+            "requests",
+            "errors",
+            "cpu_util",
+            "util_pct",
+            "rt_sum",
+            "rt_weight",
+            "p95_sum",
+            "p95_weight",
+        )
+        return {row[0]: dict(zip(keys, row[1:], strict=True)) for row in rows}
+
+    def last_time_s(self) -> float:
+        row = self._conn.execute("SELECT MAX(time_s) FROM observations").fetchone()
+        return float(row[0]) if row[0] is not None else 0.0
+
     def instance_ids(self) -> list[str]:
         rows = self._conn.execute("SELECT DISTINCT instance_id FROM observations ORDER BY 1")
         return [r[0] for r in rows]
