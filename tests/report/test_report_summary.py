@@ -185,3 +185,26 @@ def test_terminal_table_shows_the_summary_numbers(make_run: Callable[..., Path])
     cells = [c.strip() for c in line.strip("│ ").split("│")]
     assert cells == ["web1", "5", "1", "0.5", "40.00", "88.00", "0.500", "25.0"]
     assert cells == row_cells("web1", _inst(s, "baseline", "web1"))
+
+
+def test_a_large_fleet_table_shows_the_slowest_and_the_medians() -> None:
+    from quell.report.table import SLOWEST, phase_rows
+
+    insts = {
+        f"i{k}": {
+            "requests": 10 + k,
+            "errors": 0,
+            "throughput_rps": 1.0,
+            "mean_rt_ms": float(k),
+            "p95_rt_ms": 2.0 * k,
+            "cpu_util": 0.5,
+            "util_pct": 50.0,
+        }
+        for k in range(101)
+    }
+    rows = phase_rows({"instances": insts})
+    assert [r[0] for r in rows[:SLOWEST]] == [f"i{k}" for k in range(100, 100 - SLOWEST, -1)]
+    assert rows[-1] == ["median of 101", "60", "0", "1.0", "50.00", "100.00", "0.500", "50.0"]
+    assert len(rows) == SLOWEST + 1
+    small = phase_rows({"instances": dict(list(insts.items())[:5])})
+    assert [r[0] for r in small] == ["i0", "i1", "i2", "i3", "i4"]

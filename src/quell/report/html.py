@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from quell.report.plots import EventRow, event_label
-from quell.report.table import COLUMNS, incomplete_note, phase_title, row_cells
+from quell.report.table import COLUMNS, incomplete_note, phase_rows, phase_title
 
 DecisionRow = tuple[float, str, str, list[dict[str, Any]]]
 
@@ -29,8 +29,7 @@ img { max-width: 100%; border: 1px solid #ddd; margin-bottom: 1em; }
 def _phase_table(phase: dict[str, Any]) -> str:
     head = "".join(f"<th>{escape(c)}</th>" for c in COLUMNS)
     rows = []
-    for iid, m in phase["instances"].items():
-        cells = row_cells(iid, m)
+    for cells in phase_rows(phase):
         tds = [f"<td>{escape(cells[0])}</td>"]
         tds += [f'<td class="num">{escape(c)}</td>' for c in cells[1:]]
         rows.append("<tr>" + "".join(tds) + "</tr>")

@@ -8,6 +8,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from quell.report.summary import INSTANCE_METRICS
+
 COLUMNS: tuple[str, ...] = (
     "instance",
     "requests",
@@ -51,6 +53,37 @@ def incomplete_note(summary: dict[str, Any]) -> str | None:
     return f"incomplete run: it stopped before the end{upto}"
 
 
+MAX_ROWS = 24
+"""A phase table lists every instance up to this many; a larger fleet shows its slowest
+instances and one row of medians over all of them (the JSON summary always has every one)."""
+SLOWEST = 10
+
+
+def _median(values: list[Any]) -> float | None:
+    vals = sorted(v for v in values if v is not None)
+    if not vals:
+        return None
+    mid = len(vals) // 2
+    return float(vals[mid]) if len(vals) % 2 else (vals[mid - 1] + vals[mid]) / 2.0
+
+
+def phase_rows(phase: dict[str, Any], max_rows: int = MAX_ROWS) -> list[list[str]]:
+    """The rows of one phase table: every instance, or for a large fleet the ``SLOWEST`` by mean
+    response time followed by a row of per-instance medians over the whole fleet."""
+    insts: dict[str, dict[str, Any]] = phase["instances"]
+    if len(insts) <= max_rows:
+        return [row_cells(iid, m) for iid, m in insts.items()]
+    slowest = sorted(insts.items(), key=lambda kv: -(kv[1]["mean_rt_ms"] or -1.0))[:SLOWEST]
+    medians = {k: _median([m.get(k) for m in insts.values()]) for k in INSTANCE_METRICS}
+    for k in ("requests", "errors"):
+        value = medians[k]
+        if value is not None:
+            medians[k] = round(value)
+    rows = [row_cells(iid, m) for iid, m in slowest]
+    rows.append(row_cells(f"median of {len(insts)}", medians))
+    return rows
+
+
 def print_summary(summary: dict[str, Any], console: Console) -> None:
     note = incomplete_note(summary)
     if note is not None:
@@ -59,6 +92,6 @@ def print_summary(summary: dict[str, Any], console: Console) -> None:
         table = Table(title=phase_title(phase), title_justify="left")
         for col in COLUMNS:
             table.add_column(col, justify="left" if col == "instance" else "right")
-        for iid, m in phase["instances"].items():
-            table.add_row(*row_cells(iid, m))
+        for row in phase_rows(phase):
+            table.add_row(*row)
         console.print(table)
