@@ -9,6 +9,7 @@ import pytest
 
 from quell.lab.runner import run_lab
 from quell.scenario import load_scenario
+from tests.effects import assert_cohosted_instance_slows_alone, phase_rt
 from tests.lab.leftovers import leftovers, run_tag
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -19,23 +20,12 @@ def root_qdiscs() -> str:
     return subprocess.run(["tc", "qdisc", "show"], capture_output=True, text=True).stdout
 
 
-def phase_rt(summary: dict, phase: str, instance: str) -> float:
-    p = next(p for p in summary["phases"] if p["name"] == phase)
-    rt = p["instances"][instance]["mean_rt_ms"]
-    assert rt is not None, f"{instance} answered no request in {phase}"
-    return float(rt)
-
-
 def test_network_interference_slows_only_the_cohosted_instance(tmp_path: Path) -> None:
     """PRIMA Table III: iperf3 on host 2's link; round robin keeps sending i2 half the load."""
     path = ROOT / "scenarios" / "interference-smoke.yaml"
     qdiscs_before = root_qdiscs()
     summary = run_lab(load_scenario(path), path, tmp_path)
-    base_i1, base_i2 = phase_rt(summary, "baseline", "i1"), phase_rt(summary, "baseline", "i2")
-    noisy_i1 = phase_rt(summary, "interference", "i1")
-    noisy_i2 = phase_rt(summary, "interference", "i2")
-    assert noisy_i2 >= 2.0 * base_i2, (base_i2, noisy_i2)
-    assert abs(noisy_i1 - base_i1) <= 0.25 * base_i1, (base_i1, noisy_i1)
+    assert_cohosted_instance_slows_alone(summary)
     baseline = next(p for p in summary["phases"] if p["name"] == "baseline")["instances"]
     # round robin: equal shares; about 35 % of each 100 Mbit/s link
     assert abs(baseline["i1"]["requests"] - baseline["i2"]["requests"]) <= 2
