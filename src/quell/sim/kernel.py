@@ -42,15 +42,10 @@ def compiled(fn: F) -> F:
     return cast(F, numba.njit(cache=True, error_model="numpy")(fn))
 
 
-def inlined(fn: F) -> F:
-    """Compile ``fn`` with numba and inline it into its callers (no call or refcount cost)."""
-    return cast(F, numba.njit(cache=True, error_model="numpy")(fn))
-
-
 # -- indexed heap over ids with (k1, k2) lexicographic keys -------------------------------------
 
 
-@inlined
+@compiled
 def _ih_up(heap: Any, pos: Any, k1: Any, k2: Any, p: int) -> None:
     x = heap[p]
     while p > 0:
@@ -66,7 +61,7 @@ def _ih_up(heap: Any, pos: Any, k1: Any, k2: Any, p: int) -> None:
     pos[x] = p
 
 
-@inlined
+@compiled
 def _ih_down(heap: Any, pos: Any, k1: Any, k2: Any, p: int, n: int) -> None:
     x = heap[p]
     while True:
@@ -90,7 +85,7 @@ def _ih_down(heap: Any, pos: Any, k1: Any, k2: Any, p: int, n: int) -> None:
     pos[x] = p
 
 
-@inlined
+@compiled
 def _ih_fix(heap: Any, pos: Any, k1: Any, k2: Any, i: int, n: int) -> None:
     _ih_up(heap, pos, k1, k2, pos[i])
     _ih_down(heap, pos, k1, k2, pos[i], n)
@@ -108,7 +103,7 @@ def _ih_build(heap: Any, pos: Any, k1: Any, k2: Any, n: int) -> None:
 # -- per-resource job heap keyed by finish tag (four parallel arrays) ---------------------------
 
 
-@inlined
+@compiled
 def _jh_push(
     tag: Any, st: Any, ins: Any, sz: Any, o: int, n: int, t: float, s: float, i: int, z: float
 ) -> None:
@@ -129,7 +124,7 @@ def _jh_push(
     sz[o + p] = z
 
 
-@inlined
+@compiled
 def _jh_sift_down(tag: Any, st: Any, ins: Any, sz: Any, o: int, p: int, n: int) -> None:
     t = tag[o + p]
     s = st[o + p]
@@ -154,22 +149,10 @@ def _jh_sift_down(tag: Any, st: Any, ins: Any, sz: Any, o: int, p: int, n: int) 
     sz[o + p] = z
 
 
-@inlined
-def _jh_pop(tag: Any, st: Any, ins: Any, sz: Any, o: int, n: int) -> None:
-    """Remove the root of the heap of ``n`` jobs at ``o`` (the caller reads it first)."""
-    last = n - 1
-    if last > 0:
-        tag[o] = tag[o + last]
-        st[o] = st[o + last]
-        ins[o] = ins[o + last]
-        sz[o] = sz[o + last]
-        _jh_sift_down(tag, st, ins, sz, o, 0, last)
-
-
 # -- slab pools ---------------------------------------------------------------------------------
 
 
-@inlined
+@compiled
 def _reserve_job(
     r: int,
     r_n: Any,
@@ -201,7 +184,7 @@ def _reserve_job(
     return True
 
 
-@inlined
+@compiled
 def _reserve_queue(
     i: int, i_wait: Any, q_off: Any, q_capn: Any, qhead: Any, qst: Any, qsz: Any, iscal: Any
 ) -> bool:
@@ -233,14 +216,14 @@ def _reserve_queue(
 # -- resource helpers ---------------------------------------------------------------------------
 
 
-@inlined
+@compiled
 def _rate(r_cap: Any, r_jobcap: Any, r_perm: Any, r_n: Any, r: int) -> float:
     phi: float = r_cap[r] / (r_n[r] + r_perm[r])
     cap: float = r_jobcap[r]
     return min(phi, cap)
 
 
-@inlined
+@compiled
 def _advance(
     r_cap: Any,
     r_jobcap: Any,
@@ -260,7 +243,7 @@ def _advance(
         r_tlast[r] = t
 
 
-@inlined
+@compiled
 def _next_departure(
     r_cap: Any,
     r_jobcap: Any,
@@ -281,7 +264,7 @@ def _next_departure(
     return t
 
 
-@inlined
+@compiled
 def _admit(
     res: Any,
     jobs: Any,
@@ -323,6 +306,13 @@ def _admit(
 
 
 # -- the segment loop ---------------------------------------------------------------------------
+#
+# The loop below calls no helper on its hot paths: a numba call that passes arrays costs an
+# atomic reference-count increment and decrement per array, which used to be most of the time
+# per event. The hot helpers are therefore written out by hand where they are used, each marked
+# "inlined: <helper>"; an event sets flags for the work every event type shares (admit a job,
+# re-key the resource in the departure heap, re-key the instance in the dispatch heap) and the
+# tail of the loop does it once.
 
 
 @compiled
@@ -363,6 +353,7 @@ def run_segment(
     out_inst, out_start, out_rt, out_size = out
     n_res = r_cap.size
     n_inst = i_res.size
+    leastconn = algo == ALGO_LEASTCONN
     # departure heap over resources
     dk1 = np.empty(n_res)
     dk2 = np.arange(n_res).astype(np.float64)
@@ -378,7 +369,7 @@ def run_segment(
     spos = np.empty(n_inst, dtype=np.int64)
     for i in range(n_inst):
         ok = i_elig[i] and i_weight[i] > 0.0
-        if algo == ALGO_LEASTCONN:
+        if leastconn:
             sk1[i] = (i_active[i] + i_wait[i] + 1.0) / i_weight[i] if ok else np.inf
             sk2[i] = i_seq[i]
         else:
@@ -403,19 +394,55 @@ def run_segment(
         tmin = min(min(ta, tp), min(tc, td))
         if tmin >= t_end:
             break
+        # work left for the tail of the loop: admit job (i, a_start, a_z) onto resource r at t,
+        # re-key r in the departure heap, re-key i in the dispatch heap (least connections)
+        admit = False
+        rekey_res = False
+        rekey_inst = False
+        a_start = 0.0
+        a_z = 0.0
         if td == tmin:
             # ---- departure
             r = dheap[0]
             t = td
-            _advance(r_cap, r_jobcap, r_perm, r_n, r_vtime, r_tlast, r_busy, r, t)
+            # inlined: _advance
+            dt = t - r_tlast[r]
+            if dt > 0.0:
+                if r_n[r] > 0:
+                    r_vtime[r] += min(r_cap[r] / (r_n[r] + r_perm[r]), r_jobcap[r]) * dt
+                    r_busy[r] += dt
+                r_tlast[r] = t
             o = r_off[r]
             n = r_n[r]
             tag0 = jtag[o]
             s0 = jstart[o]
             code = jinst[o]
             z0 = jsize[o]
-            e = o + n
-            _jh_pop(jtag, jstart, jinst, jsize, o, n)
+            # pop the root: move the last job there and sift it down (as _jh_sift_down)
+            last = n - 1
+            if last > 0:
+                lt = jtag[o + last]
+                ls = jstart[o + last]
+                li = jinst[o + last]
+                lz = jsize[o + last]
+                p = 0
+                while True:
+                    c = 2 * p + 1
+                    if c >= last:
+                        break
+                    if c + 1 < last and jtag[o + c + 1] < jtag[o + c]:
+                        c += 1
+                    if jtag[o + c] >= lt:
+                        break
+                    jtag[o + p] = jtag[o + c]
+                    jstart[o + p] = jstart[o + c]
+                    jinst[o + p] = jinst[o + c]
+                    jsize[o + p] = jsize[o + c]
+                    p = c
+                jtag[o + p] = lt
+                jstart[o + p] = ls
+                jinst[o + p] = li
+                jsize[o + p] = lz
             r_n[r] = n - 1
             r_vtime[r] = 0.0 if n == 1 else tag0
             i = code if code >= 0 else -code - 1
@@ -438,33 +465,31 @@ def run_segment(
                 h = q_off[i] + qhead[i]
                 qhead[i] += 1
                 i_wait[i] -= 1
-                _admit(res, jobs, i_res, i_factor, i_active, i, t, qst[h], qsz[h])
-            dk1[r] = _next_departure(r_cap, r_jobcap, r_perm, r_n, r_vtime, r_tlast, r_off, jtag, r)
-            _ih_fix(dheap, dpos, dk1, dk2, r, n_res)
-            if algo == ALGO_LEASTCONN and sk1[i] < np.inf:
-                sk1[i] = (i_active[i] + i_wait[i] + 1.0) / i_weight[i]
-                _ih_fix(sheap, spos, sk1, sk2, i, n_inst)
+                admit = True
+                a_start = qst[h]
+                a_z = qsz[h]
+            rekey_res = True
+            rekey_inst = leastconn and sk1[i] < np.inf
         elif tc == tmin:
             # ---- slowdown factor change: rescale the remaining work of the instance's jobs
+            t = tc
             i = chg_inst[ic]
             f_new = chg_factor[ic]
             ic += 1
             r = i_res[i]
-            _advance(r_cap, r_jobcap, r_perm, r_n, r_vtime, r_tlast, r_busy, r, tc)
+            _advance(r_cap, r_jobcap, r_perm, r_n, r_vtime, r_tlast, r_busy, r, t)
             ratio = f_new / i_factor[i]
             n = r_n[r]
             if ratio != 1.0 and n > 0:
                 o = r_off[r]
-                e = o + n
                 v = r_vtime[r]
-                for k in range(o, e):
+                for k in range(o, o + n):
                     if jinst[k] == i or jinst[k] == -i - 1:
                         jtag[k] = v + (jtag[k] - v) * ratio
                 for p in range(n // 2 - 1, -1, -1):
                     _jh_sift_down(jtag, jstart, jinst, jsize, o, p, n)
             i_factor[i] = f_new
-            dk1[r] = _next_departure(r_cap, r_jobcap, r_perm, r_n, r_vtime, r_tlast, r_off, jtag, r)
-            _ih_fix(dheap, dpos, dk1, dk2, r, n_res)
+            rekey_res = True
         else:
             # ---- arrival: a probe straight to its instance, or a request through the balancer
             probe = tp == tmin
@@ -484,15 +509,19 @@ def run_segment(
                     out_size[nout] = z
                     nout += 1
                     continue
+            r = i_res[i]
             refuse = i_qlimit[i] >= 0 and i_active[i] + i_wait[i] >= i_qlimit[i]
             serve = i_active[i] < i_climit[i]
             if not refuse:
                 if serve:
-                    room = _reserve_job(
-                        i_res[i], r_n, r_off, r_capn, jtag, jstart, jinst, jsize, iscal
+                    # the common case (a free slot in the slab) inlined from _reserve_job
+                    room = r_n[r] < r_capn[r] or _reserve_job(
+                        r, r_n, r_off, r_capn, jtag, jstart, jinst, jsize, iscal
                     )
                 else:
-                    room = _reserve_queue(i, i_wait, q_off, q_capn, qhead, qst, qsz, iscal)
+                    room = qhead[i] + i_wait[i] < q_capn[i] or _reserve_queue(
+                        i, i_wait, q_off, q_capn, qhead, qst, qsz, iscal
+                    )
                 if not room:
                     status = NEED_SPACE
                     break
@@ -501,7 +530,7 @@ def run_segment(
                 ip += 1
             else:
                 ia += 1
-                if algo == ALGO_LEASTCONN:
+                if leastconn:
                     i_seq[i] = scalars[1]
                     sk2[i] = scalars[1]
                     scalars[1] += 1.0
@@ -509,7 +538,28 @@ def run_segment(
                     scalars[0] = sk1[i]
                     i_pos[i] += 1.0 / i_weight[i] if algo == ALGO_WEIGHTED_RR else 1.0
                     sk1[i] = i_pos[i]
-                    _ih_down(sheap, spos, sk1, sk2, 0, n_inst)
+                    # inlined: _ih_down(sheap, spos, sk1, sk2, 0, n_inst)
+                    x = sheap[0]
+                    p = 0
+                    while True:
+                        c = 2 * p + 1
+                        if c >= n_inst:
+                            break
+                        d = c + 1
+                        if d < n_inst:
+                            hc = sheap[c]
+                            hd = sheap[d]
+                            if sk1[hd] < sk1[hc] or (sk1[hd] == sk1[hc] and sk2[hd] < sk2[hc]):
+                                c = d
+                        y = sheap[c]
+                        if sk1[y] < sk1[x] or (sk1[y] == sk1[x] and sk2[y] < sk2[x]):
+                            sheap[p] = y
+                            spos[y] = p
+                            p = c
+                        else:
+                            break
+                    sheap[p] = x
+                    spos[x] = p
             dt = t - i_tlast[i]
             if dt > 0.0:
                 i_area[i] += (i_active[i] + i_wait[i]) * dt
@@ -524,20 +574,92 @@ def run_segment(
                     nout += 1
                 continue
             if serve:
-                _admit(res, jobs, i_res, i_factor, i_active, i, t, t, z)
-                r = i_res[i]
-                dk1[r] = _next_departure(
-                    r_cap, r_jobcap, r_perm, r_n, r_vtime, r_tlast, r_off, jtag, r
-                )
-                _ih_fix(dheap, dpos, dk1, dk2, r, n_res)
+                admit = True
+                a_start = t
+                a_z = z
+                rekey_res = True
             else:
                 k = q_off[i] + qhead[i] + i_wait[i]
                 qst[k] = t
                 qsz[k] = z
                 i_wait[i] += 1
-            if algo == ALGO_LEASTCONN:
-                sk1[i] = (i_active[i] + i_wait[i] + 1.0) / i_weight[i]
-                _ih_fix(sheap, spos, sk1, sk2, i, n_inst)
+            rekey_inst = leastconn
+        if admit:
+            # inlined: _admit (job i, start a_start, size a_z; a_z < 0: a probe of size -a_z)
+            dt = t - r_tlast[r]
+            if dt > 0.0:
+                if r_n[r] > 0:
+                    r_vtime[r] += min(r_cap[r] / (r_n[r] + r_perm[r]), r_jobcap[r]) * dt
+                    r_busy[r] += dt
+                r_tlast[r] = t
+            n = r_n[r]
+            if n == 0:
+                r_tlast[r] = t
+                r_vtime[r] = 0.0
+            o = r_off[r]
+            code = i if a_z >= 0.0 else -i - 1
+            size = a_z if a_z >= 0.0 else -a_z
+            tag = r_vtime[r] + size * i_factor[i]
+            # inlined: _jh_push
+            p = n
+            while p > 0:
+                parent = (p - 1) >> 1
+                if jtag[o + parent] <= tag:
+                    break
+                jtag[o + p] = jtag[o + parent]
+                jstart[o + p] = jstart[o + parent]
+                jinst[o + p] = jinst[o + parent]
+                jsize[o + p] = jsize[o + parent]
+                p = parent
+            jtag[o + p] = tag
+            jstart[o + p] = a_start
+            jinst[o + p] = code
+            jsize[o + p] = size
+            r_n[r] = n + 1
+            i_active[i] += 1
+        if rekey_res:
+            # inlined: _next_departure, then _ih_fix(dheap, dpos, dk1, dk2, r, n_res)
+            if r_n[r] == 0:
+                dk1[r] = np.inf
+            else:
+                remaining = jtag[r_off[r]] - r_vtime[r]
+                if remaining < 0.0:
+                    remaining = 0.0
+                dk1[r] = r_tlast[r] + remaining / min(r_cap[r] / (r_n[r] + r_perm[r]), r_jobcap[r])
+            k1 = dk1[r]
+            k2 = dk2[r]
+            p = dpos[r]
+            while p > 0:
+                parent = (p - 1) >> 1
+                y = dheap[parent]
+                if k1 < dk1[y] or (k1 == dk1[y] and k2 < dk2[y]):
+                    dheap[p] = y
+                    dpos[y] = p
+                    p = parent
+                else:
+                    break
+            while True:
+                c = 2 * p + 1
+                if c >= n_res:
+                    break
+                d = c + 1
+                if d < n_res:
+                    hc = dheap[c]
+                    hd = dheap[d]
+                    if dk1[hd] < dk1[hc] or (dk1[hd] == dk1[hc] and dk2[hd] < dk2[hc]):
+                        c = d
+                y = dheap[c]
+                if dk1[y] < k1 or (dk1[y] == k1 and dk2[y] < k2):
+                    dheap[p] = y
+                    dpos[y] = p
+                    p = c
+                else:
+                    break
+            dheap[p] = r
+            dpos[r] = p
+        if rekey_inst:
+            sk1[i] = (i_active[i] + i_wait[i] + 1.0) / i_weight[i]
+            _ih_fix(sheap, spos, sk1, sk2, i, n_inst)
     cursor[0] = ia
     cursor[1] = ip
     cursor[2] = ic
