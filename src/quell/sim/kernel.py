@@ -312,7 +312,10 @@ def _admit(
 # per event. The hot helpers are therefore written out by hand where they are used, each marked
 # "inlined: <helper>"; an event sets flags for the work every event type shares (admit a job,
 # re-key the resource in the departure heap, re-key the instance in the dispatch heap) and the
-# tail of the loop does it once.
+# tail of the loop does it once. Divisions are on the critical path of every event, so the loop
+# keeps each resource's per-job rate (``_rate``) in ``rate`` and recomputes it only when the
+# resource's job count changes, and each instance's stride step in ``step``; the values are the
+# same expressions, so results are bit-identical to calling the helpers.
 
 
 @compiled
@@ -354,6 +357,14 @@ def run_segment(
     n_res = r_cap.size
     n_inst = i_res.size
     leastconn = algo == ALGO_LEASTCONN
+    # per-job rate of each resource (capacity, caps and antagonists only change between
+    # segments; the job count is tracked below), and each instance's stride step
+    rate = np.empty(n_res)
+    for r in range(n_res):
+        rate[r] = _rate(r_cap, r_jobcap, r_perm, r_n, r)
+    step = np.ones(n_inst)
+    if algo == ALGO_WEIGHTED_RR:
+        step = 1.0 / i_weight
     # departure heap over resources
     dk1 = np.empty(n_res)
     dk2 = np.arange(n_res).astype(np.float64)
@@ -405,12 +416,10 @@ def run_segment(
             # ---- departure
             r = dheap[0]
             t = td
-            # inlined: _advance
+            # inlined: _advance, without the virtual time that is set from the tag below
             dt = t - r_tlast[r]
             if dt > 0.0:
-                if r_n[r] > 0:
-                    r_vtime[r] += min(r_cap[r] / (r_n[r] + r_perm[r]), r_jobcap[r]) * dt
-                    r_busy[r] += dt
+                r_busy[r] += dt
                 r_tlast[r] = t
             o = r_off[r]
             n = r_n[r]
@@ -444,6 +453,7 @@ def run_segment(
                 jinst[o + p] = li
                 jsize[o + p] = lz
             r_n[r] = n - 1
+            rate[r] = min(r_cap[r] / (n - 1 + r_perm[r]), r_jobcap[r])
             r_vtime[r] = 0.0 if n == 1 else tag0
             i = code if code >= 0 else -code - 1
             dt = t - i_tlast[i]
@@ -536,7 +546,7 @@ def run_segment(
                     scalars[1] += 1.0
                 else:
                     scalars[0] = sk1[i]
-                    i_pos[i] += 1.0 / i_weight[i] if algo == ALGO_WEIGHTED_RR else 1.0
+                    i_pos[i] += step[i]
                     sk1[i] = i_pos[i]
                     # inlined: _ih_down(sheap, spos, sk1, sk2, 0, n_inst)
                     x = sheap[0]
@@ -589,7 +599,7 @@ def run_segment(
             dt = t - r_tlast[r]
             if dt > 0.0:
                 if r_n[r] > 0:
-                    r_vtime[r] += min(r_cap[r] / (r_n[r] + r_perm[r]), r_jobcap[r]) * dt
+                    r_vtime[r] += rate[r] * dt
                     r_busy[r] += dt
                 r_tlast[r] = t
             n = r_n[r]
@@ -616,6 +626,7 @@ def run_segment(
             jinst[o + p] = code
             jsize[o + p] = size
             r_n[r] = n + 1
+            rate[r] = min(r_cap[r] / (n + 1 + r_perm[r]), r_jobcap[r])
             i_active[i] += 1
         if rekey_res:
             # inlined: _next_departure, then _ih_fix(dheap, dpos, dk1, dk2, r, n_res)
@@ -625,7 +636,7 @@ def run_segment(
                 remaining = jtag[r_off[r]] - r_vtime[r]
                 if remaining < 0.0:
                     remaining = 0.0
-                dk1[r] = r_tlast[r] + remaining / min(r_cap[r] / (r_n[r] + r_perm[r]), r_jobcap[r])
+                dk1[r] = r_tlast[r] + remaining / rate[r]
             k1 = dk1[r]
             k2 = dk2[r]
             p = dpos[r]
