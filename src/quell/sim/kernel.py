@@ -582,8 +582,7 @@ def run_segment(
                     out_rt[nout] = -1.0
                     out_size[nout] = z
                     nout += 1
-                continue
-            if serve:
+            elif serve:
                 admit = True
                 a_start = t
                 a_z = z
@@ -593,7 +592,10 @@ def run_segment(
                 qst[k] = t
                 qsz[k] = z
                 i_wait[i] += 1
-            rekey_inst = leastconn
+            # a refused request changed the instance's sequence number, so it is re-keyed too;
+            # a probe must not make an instance the balancer may not use (booting, removed)
+            # eligible
+            rekey_inst = leastconn and sk1[i] < np.inf
         if admit:
             # inlined: _admit (job i, start a_start, size a_z; a_z < 0: a probe of size -a_z)
             dt = t - r_tlast[r]
