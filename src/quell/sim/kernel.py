@@ -46,22 +46,6 @@ def compiled(fn: F) -> F:
 
 
 @compiled
-def _ih_up(heap: Any, pos: Any, k1: Any, k2: Any, p: int) -> None:
-    x = heap[p]
-    while p > 0:
-        parent = (p - 1) >> 1
-        y = heap[parent]
-        if k1[x] < k1[y] or (k1[x] == k1[y] and k2[x] < k2[y]):
-            heap[p] = y
-            pos[y] = p
-            p = parent
-        else:
-            break
-    heap[p] = x
-    pos[x] = p
-
-
-@compiled
 def _ih_down(heap: Any, pos: Any, k1: Any, k2: Any, p: int, n: int) -> None:
     x = heap[p]
     while True:
@@ -83,12 +67,6 @@ def _ih_down(heap: Any, pos: Any, k1: Any, k2: Any, p: int, n: int) -> None:
             break
     heap[p] = x
     pos[x] = p
-
-
-@compiled
-def _ih_fix(heap: Any, pos: Any, k1: Any, k2: Any, i: int, n: int) -> None:
-    _ih_up(heap, pos, k1, k2, pos[i])
-    _ih_down(heap, pos, k1, k2, pos[i], n)
 
 
 @compiled
@@ -631,7 +609,8 @@ def run_segment(
             rate[r] = min(r_cap[r] / (n + 1 + r_perm[r]), r_jobcap[r])
             i_active[i] += 1
         if rekey_res:
-            # inlined: _next_departure, then _ih_fix(dheap, dpos, dk1, dk2, r, n_res)
+            # inlined: _next_departure, then restore r's place in the departure heap (sift
+            # up, then down as in _ih_down)
             if r_n[r] == 0:
                 dk1[r] = np.inf
             else:
@@ -671,8 +650,40 @@ def run_segment(
             dheap[p] = r
             dpos[r] = p
         if rekey_inst:
+            # restore i's place in the dispatch heap after its new key (as for the departure
+            # heap above)
             sk1[i] = (i_active[i] + i_wait[i] + 1.0) / i_weight[i]
-            _ih_fix(sheap, spos, sk1, sk2, i, n_inst)
+            k1 = sk1[i]
+            k2 = sk2[i]
+            p = spos[i]
+            while p > 0:
+                parent = (p - 1) >> 1
+                y = sheap[parent]
+                if k1 < sk1[y] or (k1 == sk1[y] and k2 < sk2[y]):
+                    sheap[p] = y
+                    spos[y] = p
+                    p = parent
+                else:
+                    break
+            while True:
+                c = 2 * p + 1
+                if c >= n_inst:
+                    break
+                d = c + 1
+                if d < n_inst:
+                    hc = sheap[c]
+                    hd = sheap[d]
+                    if sk1[hd] < sk1[hc] or (sk1[hd] == sk1[hc] and sk2[hd] < sk2[hc]):
+                        c = d
+                y = sheap[c]
+                if sk1[y] < k1 or (sk1[y] == k1 and sk2[y] < k2):
+                    sheap[p] = y
+                    spos[y] = p
+                    p = c
+                else:
+                    break
+            sheap[p] = i
+            spos[i] = p
     cursor[0] = ia
     cursor[1] = ip
     cursor[2] = ic
