@@ -22,7 +22,9 @@ arrays and is the only caller.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import numba
@@ -37,9 +39,14 @@ OK = 0
 NEED_SPACE = 1
 
 
+_CACHE_ON_DISK = os.access(Path(__file__).parent, os.W_OK) or "NUMBA_CACHE_DIR" in os.environ
+"""numba caches compiled code beside this file; where that is read-only (an installed package
+run by another user) it compiles in memory instead of failing."""
+
+
 def compiled(fn: F) -> F:
-    """Compile ``fn`` with numba (nopython, cached on disk)."""
-    return cast(F, numba.njit(cache=True, error_model="numpy")(fn))
+    """Compile ``fn`` with numba (nopython; cached on disk where it can be)."""
+    return cast(F, numba.njit(cache=_CACHE_ON_DISK, error_model="numpy")(fn))
 
 
 # -- indexed heap over ids with (k1, k2) lexicographic keys -------------------------------------
