@@ -116,14 +116,14 @@ def test_lab_run_invalid_scenario_exits_2() -> None:
 
 # Runs the CLI with a stand-in lab runner that exits 99 if it is ever called, so the test shows
 # that an invalid scenario stops ``lab run`` before anything starts, whatever the lab can do here.
-STUB_RUNNER = """
+NEVER_CALLED_RUNNER = """
 import sys, types
-stub = types.ModuleType("quell.lab.runner")
+never_called = types.ModuleType("quell.lab.runner")
 def run_lab(*args, **kwargs):
     print("run_lab was called", file=sys.stderr)
     raise SystemExit(99)
-stub.run_lab = run_lab
-sys.modules["quell.lab.runner"] = stub
+never_called.run_lab = run_lab
+sys.modules["quell.lab.runner"] = never_called
 sys.argv = ["quell", *sys.argv[1:]]
 from quell.cli import main
 main()
@@ -132,7 +132,7 @@ main()
 
 def test_lab_run_invalid_scenario_starts_nothing(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
-    proc = quell("lab", "run", "--runs-dir", runs, WEIGHT_300, code=STUB_RUNNER)
+    proc = quell("lab", "run", "--runs-dir", runs, WEIGHT_300, code=NEVER_CALLED_RUNNER)
     assert_clean_failure(proc, "instances[0].weight")
     assert "run_lab was called" not in proc.stderr
     assert not runs.exists()
