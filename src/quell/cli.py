@@ -88,12 +88,11 @@ def lab_run(
 ) -> None:
     """Run a scenario in the lab: real servers in namespaces and cgroups, HAProxy, load, antagonists."""
     scenario = load_scenario(path)
-    from quell.lab.preflight import preflight
     from quell.lab.runner import run_lab
 
-    preflight(scenario, path.parent, str(path))  # refuse before the progress bar appears
-    with progress_bar(scenario.duration_s, scenario.name) as progress:
-        summary = run_lab(scenario, path, runs_dir, progress)
+    summary = run_lab(
+        scenario, path, runs_dir, lambda: progress_bar(scenario.duration_s, scenario.name)
+    )
     emit_summary(summary, as_json)
 
 

@@ -7,7 +7,8 @@ import json
 import logging
 import resource
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -49,12 +50,19 @@ def raise_fd_limit(wanted: int = 65536) -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
 
 
+@contextlib.contextmanager
+def no_progress() -> Iterator[ProgressFn]:
+    yield lambda done, phase: None
+
+
 def run_lab(
     scenario: Scenario,
     scenario_path: Path,
     runs_dir: Path,
-    progress: ProgressFn = lambda done, phase: None,
+    progress: Callable[[], AbstractContextManager[ProgressFn]] = no_progress,
 ) -> dict[str, Any]:
+    """Check, bring up, run and tear down. ``progress`` opens the progress display; it is
+    opened only once the pre-start checks have passed, so a refusal shows no bar."""
     preflight(scenario, scenario_path.parent, str(scenario_path))
     raise_fd_limit()
     layout = detect_layout()
@@ -64,10 +72,10 @@ def run_lab(
     store.set_meta(run_tag=env.tag.value)
     policy = build_policy(scenario.policy)
     summary: dict[str, Any] | None = None
-    with terminate_on_signals():
+    with terminate_on_signals(), progress() as report_progress:
         try:
-            env.start(status=lambda step: progress(0.0, step))
-            summary = run_scenario(scenario, env, policy, store, progress)
+            env.start(status=lambda step: report_progress(0.0, step))
+            summary = run_scenario(scenario, env, policy, store, report_progress)
         finally:
             try:
                 env.close()
