@@ -7,7 +7,7 @@ instance that answered, so the client side can attribute every request."""
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,12 +82,12 @@ def wait_until_up(runtime: HAProxyRuntime, names: Sequence[str], timeout_s: floa
     raise ComponentError("haproxy", f"servers not up after {timeout_s:g} s: {down}")
 
 
-def wait_for_socket(path: Path, alive: object, timeout_s: float = 10.0) -> None:
+def wait_for_socket(path: Path, alive: Callable[[], bool], timeout_s: float = 10.0) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if path.exists():
             return
-        if callable(alive) and not alive():
+        if not alive():
             raise ComponentError("haproxy", "exited during start")
         time.sleep(0.05)
     raise ComponentError("haproxy", f"admin socket {path} did not appear in {timeout_s:g} s")

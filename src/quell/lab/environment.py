@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import os
 import shutil
 import sys
@@ -50,8 +49,6 @@ from quell.scenario.model import Event, Fio, Instance, Iperf3, Scenario, StressN
 from quell.signals.cgroup import CgroupLayout
 from quell.store.run import RequestRecord
 from quell.workload.schedule import build_schedule
-
-log = logging.getLogger(__name__)
 
 StatusFn = Callable[[str], None]
 

@@ -49,7 +49,6 @@ class Topology:
     tag: RunTag
     netns: list[str] = field(default_factory=list)
     host_index: dict[str, int] = field(default_factory=dict)
-    _veth_count: int = 0
 
     @property
     def core(self) -> str:
