@@ -88,6 +88,22 @@ def check_scenario(s: Scenario) -> list[Problem]:
         problems.append(
             Problem("interval_s", f"{s.interval_s} s is longer than duration_s ({s.duration_s} s)")
         )
+    if s.scaling is not None:
+        sc = s.scaling
+        for k, h in enumerate(sc.hosts):
+            if h not in known_hosts:
+                problems.append(Problem(f"scaling.hosts[{k}]", f"unknown host {h!r}"))
+        if sc.max_instances is not None and sc.max_instances < sc.min_instances:
+            problems.append(
+                Problem(
+                    "scaling.max_instances",
+                    f"{sc.max_instances} is below min_instances ({sc.min_instances})",
+                )
+            )
+    names = [s.policy.name] + [p.name for p in s.compare]
+    for dup, n in Counter(names).items():
+        if n > 1:
+            problems.append(Problem("compare", f"policy {dup!r} is listed {n} times"))
     known_ants = set(ant_ids)
     running: set[str] = set()
     phase_names = [s.initial_phase]

@@ -118,9 +118,44 @@ class Event(Strict):
     stop: list[Identifier] = []
 
 
+PolicyName = Literal["static", "prima", "rr", "lc", "lsf", "lr", "threshold"]
+
+
 class PolicySpec(Strict):
-    name: Literal["static"] = "static"
+    """Which policy decides, and its parameters (each policy validates its own ``params``)."""
+
+    name: PolicyName = "static"
     params: dict[str, float | int | str | bool] = {}
+
+
+class ProbeSpec(Strict):
+    """The interference probe every instance carries (PRIMA Section III-B1).
+
+    ``network``: a small web server inside the instance's network namespace serves a file of
+    ``size_bytes``; a client downloads it once per ``period_s`` over the host's shared link, so
+    the download time rises when a neighbour competes for that link."""
+
+    kind: Literal["network"] = "network"
+    period_s: Annotated[float, Field(gt=0, le=3600)] = 10.0
+    size_bytes: Annotated[int, Field(gt=0, le=100_000_000)] = 1_000_000
+
+
+class Scaling(Strict):
+    """Where and how new instances start when a policy scales out."""
+
+    hosts: Annotated[list[Identifier], Field(min_length=1)]
+    """Hosts a new instance may be placed on, in order of preference (one new instance each)."""
+    boot_s: Annotated[float, Field(ge=0, le=3600)] = 30.0
+    """Delay between asking for an instance and it taking requests (stands for VM start-up)."""
+    min_instances: Annotated[int, Field(ge=1)] = 1
+    max_instances: Annotated[int, Field(ge=1)] | None = None
+    server: Literal["lighttpd", "nginx"] = "lighttpd"
+
+
+class Target(Strict):
+    """The service's response-time target, R_th: policies aim at it, reports judge by it."""
+
+    mean_rt_s: Annotated[float, Field(gt=0, le=600)]
 
 
 class Scenario(Strict):
@@ -138,6 +173,11 @@ class Scenario(Strict):
     antagonists: list[Antagonist] = []
     events: list[Event] = []
     policy: PolicySpec = PolicySpec()
+    compare: list[PolicySpec] = []
+    """Further policies ``lab compare`` / ``sim compare`` run on the same scenario, side by side."""
+    probe: ProbeSpec | None = None
+    scaling: Scaling | None = None
+    target: Target | None = None
     service: ServiceModel | None = None
     """Simulator-only service model; the lab ignores it."""
 
