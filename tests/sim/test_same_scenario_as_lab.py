@@ -19,7 +19,7 @@ def test_interference_smoke_shows_the_lab_effect_in_the_simulator(tmp_path: Path
     scenario = load_scenario(path)
     store = prepare_run_dir(tmp_path / "run", scenario, path, "sim")
     env = SimEnvironment(scenario, path.parent)
-    summary = run_scenario(scenario, env, build_policy(scenario.policy), store)
+    summary = run_scenario(scenario, env, build_policy(scenario.policy, scenario), store)
     store.close()
     ratio, _ = assert_cohosted_instance_slows_alone(summary)
     assert summary["environment"] == "sim"

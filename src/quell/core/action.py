@@ -65,3 +65,5 @@ class Decision:
 
     actions: tuple[Action, ...] = ()
     reason: str = ""
+    detail: Mapping[str, object] = field(default_factory=dict)
+    """The numbers behind the reason (per-instance capacities, sums...), JSON-serialisable."""

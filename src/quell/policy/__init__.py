@@ -1,21 +1,47 @@
-"""Policies: pure functions of a snapshot. ``build_policy`` makes one from a scenario's spec."""
+"""Policies: pure functions of a snapshot (plus their own memory). ``build_policy`` makes one from
+a scenario's spec; each policy class validates its own parameters in ``build``."""
 
 from __future__ import annotations
 
+import importlib
+from pathlib import Path
+from typing import Protocol
+
 from quell.core.environment import Policy
 from quell.errors import InputError, Problem
-from quell.policy.static import StaticPolicy
-from quell.scenario.model import PolicySpec
-
-POLICIES = {"static": StaticPolicy}
+from quell.policy.context import PolicyContext
+from quell.scenario.model import PolicySpec, Scenario
 
 
-def build_policy(spec: PolicySpec) -> Policy:
-    cls = POLICIES[spec.name]
-    try:
-        return cls(**spec.params)
-    except TypeError as exc:
-        raise InputError("policy", [Problem("policy.params", str(exc))]) from None
+class PolicyFactory(Protocol):
+    @classmethod
+    def build(cls, params: dict[str, float | int | str | bool], ctx: PolicyContext) -> Policy: ...
 
 
-__all__ = ["POLICIES", "build_policy"]
+POLICIES: dict[str, str] = {
+    "static": "quell.policy.static:StaticPolicy",
+    "prima": "quell.policy.prima:PrimaPolicy",
+    "rr": "quell.policy.baselines:RoundRobinPolicy",
+    "lc": "quell.policy.baselines:LeastConnPolicy",
+    "lsf": "quell.policy.baselines:LeastSeverityPolicy",
+    "lr": "quell.policy.baselines:LeastResponsePolicy",
+    "threshold": "quell.policy.baselines:ThresholdPolicy",
+}
+"""Policy name → ``module:Class``; imported only when a scenario asks for it."""
+
+
+def policy_class(name: str) -> type[PolicyFactory]:
+    target = POLICIES.get(name)
+    if target is None:
+        raise InputError("policy", [Problem("policy.name", f"unknown policy {name!r}")])
+    module, cls = target.split(":")
+    return getattr(importlib.import_module(module), cls)  # type: ignore[no-any-return]
+
+
+def build_policy(spec: PolicySpec, scenario: Scenario, base_dir: Path = Path(".")) -> Policy:
+    """The policy ``spec`` names, built for ``scenario``; bad parameters raise ``InputError``."""
+    factory = policy_class(spec.name)
+    return factory.build(dict(spec.params), PolicyContext.from_scenario(scenario, base_dir))
+
+
+__all__ = ["POLICIES", "PolicyContext", "build_policy", "policy_class"]

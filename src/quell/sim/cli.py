@@ -29,7 +29,7 @@ def sim_run(
 
     scenario = load_scenario(path)
     env = SimEnvironment(scenario, base_dir=path.parent)
-    policy = build_policy(scenario.policy)
+    policy = build_policy(scenario.policy, scenario, path.parent)
     run_dir = new_run_dir(runs_dir, scenario, env.name)
     store = prepare_run_dir(run_dir, scenario, path, env.name)
     try:

@@ -31,7 +31,8 @@ CREATE TABLE IF NOT EXISTS requests (
 );
 CREATE TABLE IF NOT EXISTS events (time_s REAL NOT NULL, kind TEXT NOT NULL, detail TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS decisions (
-  time_s REAL NOT NULL, policy TEXT NOT NULL, reason TEXT NOT NULL, actions TEXT NOT NULL
+  time_s REAL NOT NULL, policy TEXT NOT NULL, reason TEXT NOT NULL, actions TEXT NOT NULL,
+  detail TEXT NOT NULL DEFAULT '{{}}'
 );
 """
 
@@ -122,8 +123,10 @@ class RunStore:
 
     def add_decision(self, time_s: float, policy: str, decision: Decision) -> None:
         actions = json.dumps([_action_dict(a) for a in decision.actions], sort_keys=True)
+        detail = json.dumps(decision.detail, sort_keys=True, default=float)
         self._conn.execute(
-            "INSERT INTO decisions VALUES (?, ?, ?, ?)", (time_s, policy, decision.reason, actions)
+            "INSERT INTO decisions VALUES (?, ?, ?, ?, ?)",
+            (time_s, policy, decision.reason, actions, detail),
         )
 
     def commit(self) -> None:
@@ -223,3 +226,8 @@ class RunStore:
     def decisions(self) -> list[tuple[float, str, str, list[dict[str, Any]]]]:
         rows = self._conn.execute("SELECT time_s, policy, reason, actions FROM decisions")
         return [(t, p, r, json.loads(a)) for t, p, r, a in rows]
+
+    def decision_details(self) -> list[tuple[float, dict[str, Any]]]:
+        """(time, structured detail) of every decision: the numbers behind its reason."""
+        rows = self._conn.execute("SELECT time_s, detail FROM decisions ORDER BY time_s, rowid")
+        return [(t, json.loads(d)) for t, d in rows]

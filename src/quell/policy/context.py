@@ -1,0 +1,64 @@
+"""What a policy may know besides snapshots: the scenario's target, scaling room and paths.
+Built once from the scenario; policies never read files or clocks after construction."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from quell.errors import InputError, Problem
+from quell.scenario.model import Scaling, Scenario
+
+P = TypeVar("P", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class PolicyContext:
+    """The fixed facts a policy is built with.
+
+    ``target_rt_s`` is R_th (``None`` when the scenario sets no target); ``scaling`` says where
+    new instances may go (``None``: the policy may not scale); ``base_dir`` resolves relative
+    paths in parameters (model bundles); ``interval_s`` is the control period.
+    """
+
+    interval_s: float
+    target_rt_s: float | None = None
+    scaling: Scaling | None = None
+    base_dir: Path = Path(".")
+    initial_instances: Mapping[str, str] = field(default_factory=dict)
+    """instance id → host id of the instances the scenario starts with."""
+
+    @classmethod
+    def from_scenario(cls, scenario: Scenario, base_dir: Path = Path(".")) -> PolicyContext:
+        return cls(
+            interval_s=scenario.interval_s,
+            target_rt_s=scenario.target.mean_rt_s if scenario.target else None,
+            scaling=scenario.scaling,
+            base_dir=base_dir,
+            initial_instances={i.id: i.host for i in scenario.instances},
+        )
+
+    def require_target(self, policy: str) -> float:
+        if self.target_rt_s is None:
+            raise InputError(
+                f"policy {policy}",
+                [Problem("target.mean_rt_s", f"policy {policy!r} needs a response-time target")],
+            )
+        return self.target_rt_s
+
+
+def parse_params(model: type[P], params: Mapping[str, object], policy: str) -> P:
+    """Validate a policy's ``params`` against its pydantic model; every problem at once."""
+    try:
+        return model.model_validate(dict(params))
+    except ValidationError as err:
+        problems = []
+        for e in err.errors():
+            loc = ".".join(str(x) for x in e["loc"])
+            msg = "unknown parameter" if e["type"] == "extra_forbidden" else e["msg"]
+            problems.append(Problem(f"policy.params.{loc}" if loc else "policy.params", msg))
+        raise InputError(f"policy {policy}", problems) from None
