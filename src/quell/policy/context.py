@@ -31,6 +31,10 @@ class PolicyContext:
     base_dir: Path = Path(".")
     initial_instances: Mapping[str, str] = field(default_factory=dict)
     """instance id → host id of the instances the scenario starts with."""
+    lb_algorithm: str = "roundrobin"
+    """The load balancer's own algorithm (``roundrobin`` or ``leastconn``)."""
+    probe_period_s: float | None = None
+    """How often each instance's probe reports (``None``: the scenario runs no probe)."""
 
     @classmethod
     def from_scenario(cls, scenario: Scenario, base_dir: Path = Path(".")) -> PolicyContext:
@@ -40,6 +44,8 @@ class PolicyContext:
             scaling=scenario.scaling,
             base_dir=base_dir,
             initial_instances={i.id: i.host for i in scenario.instances},
+            lb_algorithm=scenario.load_balancer.algorithm,
+            probe_period_s=scenario.probe.period_s if scenario.probe else None,
         )
 
     def require_target(self, policy: str) -> float:
