@@ -1,0 +1,182 @@
+"""The scaling bookkeeping every policy shares: which instances serve, which were asked for and
+are still booting, which are draining, which hosts are free, and which weights are in force.
+
+A ``Fleet`` learns only from snapshots and from the actions it hands out; it never talks to an
+environment. Environments show an added instance once it serves (after boot) and keep showing
+a removed one while it drains, so:
+
+* requested (``add``) → ``pending_add`` until the id first appears in a snapshot → ``active``;
+* ``remove`` → ``removing`` (no longer capacity) until the id disappears → gone, host free;
+* any other instance that disappears is gone too; one that appears unannounced is active.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from quell.core.action import AddInstance, RemoveInstance, SetWeight
+from quell.core.observation import Snapshot
+from quell.policy.context import PolicyContext
+from quell.policy.weights import proportional_weights
+
+
+class Fleet:
+    """Instances of one load-balancing group as a policy sees them.
+
+    Parameters
+    ----------
+    initial : instance id → host id of the instances the run starts with (active at once).
+    hosts : hosts a new instance may go on, in order of preference; one instance per host
+        (an initial instance on one of them occupies it too).
+    min_instances : ``remove`` refuses to leave fewer active instances.
+    max_instances : ``can_add`` is false once active + pending reaches it (``None``: no cap).
+    prefix : new ids are ``prefix`` + 1, 2, ... skipping any id ever seen; never reused.
+    """
+
+    def __init__(
+        self,
+        initial: Mapping[str, str],
+        hosts: Iterable[str] = (),
+        min_instances: int = 1,
+        max_instances: int | None = None,
+        prefix: str = "n",
+    ) -> None:
+        self.hosts = tuple(hosts)
+        self.min_instances = min_instances
+        self.max_instances = max_instances
+        self.prefix = prefix
+        self._active: dict[str, None] = dict.fromkeys(initial)
+        self._pending: dict[str, str] = {}
+        self._removing: dict[str, None] = {}
+        self._host: dict[str, str] = dict(initial)
+        self._weight: dict[str, int] = {}
+        self._known: set[str] = set(initial)
+        self._next = 1
+
+    @classmethod
+    def from_context(cls, ctx: PolicyContext) -> Fleet:
+        """The fleet a scenario starts with; without a ``scaling`` section it can neither grow
+        nor shrink below its initial size."""
+        sc = ctx.scaling
+        if sc is None:
+            return cls(ctx.initial_instances, (), max(1, len(ctx.initial_instances)))
+        return cls(ctx.initial_instances, sc.hosts, sc.min_instances, sc.max_instances)
+
+    # -- learning ----------------------------------------------------------------------------
+    def update(self, snapshot: Snapshot) -> None:
+        """Learn from ``snapshot`` what serves, what has gone, and the weights in force."""
+        present = snapshot.instances
+        for iid, obs in present.items():
+            self._known.add(iid)
+            if obs.weight is not None:
+                self._weight[iid] = obs.weight
+            if iid in self._pending:
+                del self._pending[iid]
+                self._active[iid] = None
+            elif iid not in self._active and iid not in self._removing:
+                self._active[iid] = None  # appeared unannounced: it serves, host unknown
+        for iid in [i for i in (*self._active, *self._removing) if i not in present]:
+            self._active.pop(iid, None)
+            self._removing.pop(iid, None)
+            self._host.pop(iid, None)
+            self._weight.pop(iid, None)
+
+    # -- what there is -----------------------------------------------------------------------
+    @property
+    def active(self) -> tuple[str, ...]:
+        """Ids that serve and are not being removed, oldest first."""
+        return tuple(self._active)
+
+    @property
+    def pending_add(self) -> Mapping[str, str]:
+        """Id → host of instances requested but not yet seen serving."""
+        return dict(self._pending)
+
+    @property
+    def removing(self) -> tuple[str, ...]:
+        """Ids asked to leave that are still reported (draining); not capacity any more."""
+        return tuple(self._removing)
+
+    @property
+    def count(self) -> int:
+        """Active plus pending: the size the group is heading for."""
+        return len(self._active) + len(self._pending)
+
+    @property
+    def weights(self) -> Mapping[str, int]:
+        """Last known load-balancer weight of each instance (observed, else last set)."""
+        return dict(self._weight)
+
+    def host_of(self, iid: str) -> str | None:
+        return self._host.get(iid)
+
+    def free_host(self) -> str | None:
+        """The most preferred scaling host no tracked instance occupies."""
+        taken = set(self._host.values())
+        return next((h for h in self.hosts if h not in taken), None)
+
+    def can_add(self) -> bool:
+        below_max = self.max_instances is None or self.count < self.max_instances
+        return below_max and self.free_host() is not None
+
+    def can_remove(self) -> bool:
+        return len(self._active) > self.min_instances
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-able state for a decision's ``detail``."""
+        return {
+            "active": list(self._active),
+            "pending_add": dict(self._pending),
+            "removing": list(self._removing),
+        }
+
+    # -- asking for change -------------------------------------------------------------------
+    def add(self, weight: int = 0) -> AddInstance:
+        """Request a new instance on the most preferred free host; it is pending until seen."""
+        host = self.free_host()
+        if not self.can_add() or host is None:
+            raise ValueError(
+                f"cannot add an instance: {self.count} active or pending, "
+                f"max {self.max_instances}, free host {host}"
+            )
+        iid = self._new_id()
+        self._pending[iid] = host
+        self._host[iid] = host
+        self._weight[iid] = weight
+        return AddInstance(iid, host, weight)
+
+    def remove(self, iid: str, drain: bool = True) -> RemoveInstance:
+        """Take an active instance out of the group; refuses below ``min_instances``."""
+        if iid not in self._active:
+            raise ValueError(f"cannot remove {iid!r}: not an active instance")
+        if not self.can_remove():
+            raise ValueError(
+                f"cannot remove {iid!r}: {len(self._active)} active, min {self.min_instances}"
+            )
+        del self._active[iid]
+        self._removing[iid] = None
+        return RemoveInstance(iid, drain)
+
+    def reweight(self, desired: Mapping[str, int]) -> tuple[SetWeight, ...]:
+        """SetWeight actions that put ``desired`` in force, or none when the weights in force
+        already split the load the same way (compared after ``proportional_weights``)."""
+        known = {i: self._weight[i] for i in desired if i in self._weight}
+        if len(known) == len(desired) and proportional_weights(
+            {i: float(w) for i, w in known.items()}
+        ) == proportional_weights({i: float(w) for i, w in desired.items()}):
+            return ()
+        changes = tuple(SetWeight(i, w) for i, w in desired.items() if self._weight.get(i) != w)
+        self._weight.update(desired)
+        return changes
+
+    def _new_id(self) -> str:
+        while f"{self.prefix}{self._next}" in self._known:
+            self._next += 1
+        iid = f"{self.prefix}{self._next}"
+        self._known.add(iid)
+        self._next += 1
+        return iid
+
+
+__all__ = ["Fleet"]
