@@ -1,0 +1,192 @@
+"""The model bundle: everything PRIMA learned about one workload on one kind of instance, in
+one versioned JSON file — the probe's isolation table, the RTM and IM measurements, and what
+they were measured on. ``quell prima profile`` writes it; policies load it."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from quell.errors import InputError, Problem
+from quell.prima.model import CapacityModel, InterferenceModel, ResponseTimeModel
+from quell.probe.table import ProbeTable
+
+FORMAT: Final = "quell.prima.bundle"
+VERSION: Final = 1
+
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class BundleMeta(_Strict):
+    workload: Annotated[str, Field(min_length=1)]
+    """What the service was loaded with (e.g. ``file-100k``, ``video``); a bundle is only valid
+    for the workload it was built on."""
+    instance_type: Annotated[str, Field(min_length=1)]
+    environment: Literal["lab", "sim", "live"]
+    created: str
+    probe_kind: Literal["network"] = "network"
+    probe_period_s: Annotated[float, Field(gt=0)]
+    probe_size_bytes: Annotated[int, Field(gt=0)]
+    source: str = ""
+    """Where the measurements came from (a profile directory)."""
+
+
+class ProbeTableData(_Strict):
+    util_pct: Annotated[list[Finite], Field(min_length=2)]
+    r_iso_s: Annotated[
+        list[Annotated[float, Field(gt=0, allow_inf_nan=False)]], Field(min_length=2)
+    ]
+    ci_width_ratio: list[float]
+    samples: list[Annotated[int, Field(ge=0)]]
+    rel_width: Annotated[float, Field(gt=0)]
+    confidence: Annotated[float, Field(gt=0, lt=1)]
+
+    @model_validator(mode="after")
+    def _same_length(self) -> ProbeTableData:
+        n = len(self.util_pct)
+        if not (len(self.r_iso_s) == len(self.ci_width_ratio) == len(self.samples) == n):
+            raise ValueError("util_pct, r_iso_s, ci_width_ratio and samples differ in length")
+        if any(b <= a for a, b in zip(self.util_pct, self.util_pct[1:], strict=False)):
+            raise ValueError("util_pct must increase")
+        return self
+
+
+class BundleData(_Strict):
+    format: Literal["quell.prima.bundle"]
+    version: Literal[1]
+    meta: BundleMeta
+    probe_table: ProbeTableData
+    rtm_points: Annotated[
+        list[tuple[Finite, Finite, Annotated[float, Field(gt=0)]]], Field(min_length=4)
+    ]
+    """(U %, SF, mean response time s) per measured cell."""
+    im_points: Annotated[list[tuple[Finite, Finite]], Field(min_length=2)]
+    """(U_total %, SF) per measured cell."""
+    im_resolution_pct: Annotated[float, Field(gt=0)] = 2.5
+
+
+@dataclass
+class ModelBundle:
+    """A loaded bundle: the fitted probe table, RTM and IM, and their metadata."""
+
+    meta: BundleMeta
+    probe_table: ProbeTable
+    rtm: ResponseTimeModel
+    im: InterferenceModel
+    data: BundleData
+
+    def capacity_model(self, target_rt_s: float) -> CapacityModel:
+        return CapacityModel(self.rtm, self.im, target_rt_s).fit()
+
+    def save(self, path: Path) -> None:
+        save_bundle(self.data, path)
+
+
+def build_bundle(
+    meta: BundleMeta,
+    probe_table: ProbeTable,
+    rtm_points: list[tuple[float, float, float]],
+    im_points: list[tuple[float, float]],
+    im_resolution_pct: float = 2.5,
+) -> ModelBundle:
+    data = BundleData(
+        format=FORMAT,
+        version=VERSION,
+        meta=meta,
+        probe_table=ProbeTableData.model_validate(probe_table.to_dict()),
+        rtm_points=rtm_points,
+        im_points=im_points,
+        im_resolution_pct=im_resolution_pct,
+    )
+    return _fit(data, "bundle")
+
+
+def save_bundle(data: BundleData, path: Path) -> None:
+    """Write atomically, so a reader never sees half a bundle."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data.model_dump(mode="json"), indent=1) + "\n")
+    tmp.replace(path)
+
+
+def _problems(err: ValidationError) -> list[Problem]:
+    out = []
+    for e in err.errors():
+        loc = ".".join(str(x) for x in e["loc"])
+        msg = {"missing": "required key is missing", "extra_forbidden": "unknown key"}.get(
+            e["type"], e["msg"]
+        )
+        out.append(Problem(loc, msg))
+    return out
+
+
+def _fit(data: BundleData, source: str) -> ModelBundle:
+    rtm_u, rtm_s, rtm_r = zip(*data.rtm_points, strict=True)
+    im_u, im_s = zip(*data.im_points, strict=True)
+    table = ProbeTable.from_dict(data.probe_table.model_dump())
+    try:
+        rtm = ResponseTimeModel().fit(list(rtm_u), list(rtm_s), list(rtm_r))
+        im = InterferenceModel(data.im_resolution_pct).fit(list(im_u), list(im_s))
+    except InputError as exc:
+        raise InputError(source, exc.problems) from None
+    except Exception as exc:  # scipy's triangulation refuses degenerate point sets
+        raise InputError(source, [Problem("rtm_points", f"cannot interpolate: {exc}")]) from None
+    return ModelBundle(data.meta, table, rtm, im, data)
+
+
+def load_bundle(path: Path, workload: str | None = None) -> ModelBundle:
+    """Read and fit a bundle. A missing, unreadable, corrupt or foreign file, or one built for
+    another ``workload``, raises ``InputError`` naming the problem."""
+    source = str(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise InputError(source, [Problem("", "model bundle not found")]) from None
+    except OSError as exc:
+        raise InputError(source, [Problem("", f"cannot read: {exc.strerror}")]) from None
+    try:
+        raw: Any = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            source, [Problem(f"line {exc.lineno}", "not valid JSON (corrupt bundle?)")]
+        ) from None
+    if not isinstance(raw, dict) or raw.get("format") != FORMAT:
+        raise InputError(
+            source, [Problem("format", f"not a quell model bundle (expected {FORMAT!r})")]
+        )
+    if raw.get("version") != VERSION:
+        raise InputError(
+            source,
+            [
+                Problem(
+                    "version", f"bundle version {raw.get('version')!r}; this quell reads {VERSION}"
+                )
+            ],
+        )
+    try:
+        data = BundleData.model_validate(raw)
+    except ValidationError as err:
+        raise InputError(source, _problems(err)) from None
+    if workload is not None and data.meta.workload != workload:
+        raise InputError(
+            source,
+            [
+                Problem(
+                    "meta.workload",
+                    f"built for workload {data.meta.workload!r}, not {workload!r}",
+                )
+            ],
+        )
+    bad = [p for p in data.rtm_points if not all(math.isfinite(v) for v in p)]
+    if bad:
+        raise InputError(source, [Problem("rtm_points", "non-finite values")])
+    return _fit(data, source)

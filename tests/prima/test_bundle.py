@@ -1,0 +1,86 @@
+"""Model bundles: a saved bundle loads to the same models; bad files are named, not tracebacks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from quell.errors import InputError
+from quell.prima.bundle import load_bundle
+from tests.prima import bundles as sb
+
+
+def _problems(path: Path, workload: str | None = None) -> str:
+    with pytest.raises(InputError) as info:
+        load_bundle(path, workload)
+    assert info.value.exit_code == 2
+    return str(info.value)
+
+
+def test_round_trip_gives_the_same_predictions(tmp_path: Path) -> None:
+    path = sb.write_linear_bundle(tmp_path / "m.json")
+    b = load_bundle(path, "synthetic")
+    assert b.meta.workload == "synthetic"
+    q = b.rtm.predict(np.array([33.0]), np.array([2.5]))
+    assert q.value[0] == pytest.approx(sb.rt(33.0, 2.5))
+    assert b.probe_table.predict(50.0)[()] == pytest.approx(sb.R_ISO0 + sb.R_ISO_SLOPE * 50)
+
+
+def test_missing_bundle(tmp_path: Path) -> None:
+    assert "model bundle not found" in _problems(tmp_path / "nope.json")
+
+
+def test_corrupt_bundle(tmp_path: Path) -> None:
+    path = sb.write_linear_bundle(tmp_path / "m.json")
+    path.write_text(path.read_text()[:200])
+    assert "not valid JSON" in _problems(path)
+
+
+def test_not_a_bundle(tmp_path: Path) -> None:
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps({"name": "a scenario"}))
+    assert "not a quell model bundle" in _problems(path)
+
+
+def test_newer_version(tmp_path: Path) -> None:
+    path = sb.write_linear_bundle(tmp_path / "m.json")
+    d = json.loads(path.read_text())
+    d["version"] = 7
+    path.write_text(json.dumps(d))
+    assert "bundle version 7; this quell reads 1" in _problems(path)
+
+
+def test_bundle_from_another_workload(tmp_path: Path) -> None:
+    path = sb.write_linear_bundle(tmp_path / "m.json", workload="file-100k")
+    assert "built for workload 'file-100k', not 'video'" in _problems(path, "video")
+
+
+def test_every_broken_field_is_reported(tmp_path: Path) -> None:
+    path = sb.write_linear_bundle(tmp_path / "m.json")
+    d = json.loads(path.read_text())
+    d["rtm_points"][3][2] = -1.0
+    d["im_points"] = d["im_points"][:1]
+    del d["meta"]["instance_type"]
+    d["probe_table"]["util_pct"][1] = 0.0
+    path.write_text(json.dumps(d))
+    msg = _problems(path)
+    for fragment in (
+        "rtm_points.3.2",
+        "im_points",
+        "meta.instance_type: required key is missing",
+        "util_pct must increase",
+    ):
+        assert fragment in msg
+    assert "4 problem(s)" in msg
+
+
+def test_out_of_range_queries_are_clamped_and_flagged(tmp_path: Path) -> None:
+    b = load_bundle(sb.write_linear_bundle(tmp_path / "m.json"))
+    q = b.rtm.predict(np.array([50.0, 150.0]), np.array([1.0, 1.0]))
+    assert q.clamped.tolist() == [False, True]
+    assert np.isfinite(q.value).all()
+    assert b.im.predict(np.array([500.0])).clamped[0]
+    assert b.probe_table.out_of_range(np.array([5.0, 50.0])).tolist() == [True, False]

@@ -1,0 +1,137 @@
+"""The PRIMA controller on hand-built snapshots, with a bundle whose capacities are known."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from quell.core.action import AddInstance, RemoveInstance, SetWeight
+from quell.core.observation import Observation, Snapshot
+from quell.errors import InputError
+from quell.policy import PolicyContext
+from quell.policy.prima import PrimaPolicy
+from quell.scenario.model import Scaling
+from tests.prima import bundles as sb
+
+TARGET_S = 0.025
+
+
+def obs(
+    iid: str, u: float, u_total: float, weight: int = 100, rt: float | None = None
+) -> Observation:
+    sf = sb.sf_of_total(u_total)
+    probe = (sb.R_ISO0 + sb.R_ISO_SLOPE * u) * (1 + sf)
+    return Observation(
+        time_s=0.0,
+        instance_id=iid,
+        interval_s=10.0,
+        util_pct=u,
+        weight=weight,
+        mean_rt_seconds=rt,
+        extra={"probe_rt_seconds": probe},
+    )
+
+
+def snap(*o: Observation) -> Snapshot:
+    return Snapshot(0.0, "test", {x.instance_id: x for x in o})
+
+
+def policy(
+    tmp_path: Path, instances: dict[str, str], **params: float | int | str | bool
+) -> PrimaPolicy:
+    sb.write_linear_bundle(tmp_path / "m.json")
+    ctx = PolicyContext(
+        interval_s=10.0,
+        target_rt_s=TARGET_S,
+        scaling=Scaling(hosts=["h1", "h2", "h3", "h4"], boot_s=30),
+        base_dir=tmp_path,
+        initial_instances=instances,
+    )
+    return PrimaPolicy.build({"model": "m.json", **params}, ctx)
+
+
+def test_scale_out_waits_w_intervals_then_adds_one_and_waits_for_its_sf(tmp_path: Path) -> None:
+    p = policy(tmp_path, {"i1": "h1"})
+    # 50 % of load on an interference-free instance whose U_max is 45 %: shortfall.
+    first = p.decide(snap(obs("i1", 50.0, 50.0)))
+    assert not first.actions and "waiting (1/2)" in first.reason
+    second = p.decide(snap(obs("i1", 50.0, 50.0)))
+    adds = [a for a in second.actions if isinstance(a, AddInstance)]
+    assert adds == [AddInstance("n1", "h2", 0)]
+    assert "exceeds ΣU_max=" in second.reason
+    cap = second.detail["instances"]["i1"]["u_max_pct"]  # type: ignore[index]
+    assert cap == pytest.approx(45.0, abs=0.15) and sb.capacity(0.0, TARGET_S) == pytest.approx(
+        45.0
+    )
+    # Booting: nothing more is asked for.
+    assert not p.decide(snap(obs("i1", 50.0, 50.0))).actions
+    # n1 serves; its SF has been measured in the same snapshot → weights ∝ capacity.
+    d = p.decide(snap(obs("i1", 50.0, 50.0), obs("n1", 0.0, 0.0, weight=0)))
+    weights = {a.instance_id: a.weight for a in d.actions if isinstance(a, SetWeight)}
+    assert weights == {"i1": 256, "n1": 256}  # equal capacities, equal weights
+    assert not any(isinstance(a, AddInstance) for a in d.actions)
+    assert "within ΣU_max=90.0%" in d.reason
+
+
+def test_weights_follow_capacity_under_interference(tmp_path: Path) -> None:
+    p = policy(tmp_path, {"i1": "h1", "i2": "h2"})
+    # Same load on both; i2's link carries 40 % more from a neighbour.
+    s = snap(obs("i1", 20.0, 20.0), obs("i2", 20.0, 60.0))
+    d = p.decide(s)
+    det = d.detail["instances"]  # type: ignore[index]
+    c1, c2 = det["i1"]["u_max_pct"], det["i2"]["u_max_pct"]
+    assert det["i2"]["u_int_pct"] == pytest.approx(40.0, abs=0.01)
+    assert c2 == pytest.approx(sb.capacity(40.0, TARGET_S), abs=0.15)
+    assert c1 > c2
+    w = {a.instance_id: a.weight for a in d.actions if isinstance(a, SetWeight)}
+    assert w["i1"] == 256
+    assert w["i2"] == round(256 * c2 / c1)
+
+
+def test_scale_in_keeps_the_highest_capacities(tmp_path: Path) -> None:
+    p = policy(tmp_path, {"i1": "h1", "i2": "h2", "i3": "h3"})
+    # 30 % of load in all; i1 alone can carry 31 %, so two instances go — after W more intervals.
+    s = snap(obs("i1", 10.0, 10.0), obs("i2", 10.0, 55.0), obs("i3", 10.0, 70.0))
+    assert not any(isinstance(a, RemoveInstance) for a in p.decide(s).actions)
+    d = p.decide(s)
+    removed = sorted(a.instance_id for a in d.actions if isinstance(a, RemoveInstance))
+    assert removed == ["i2", "i3"]
+    assert d.detail["kept"] == ["i1"]
+    assert "scale in" in d.reason
+
+
+def test_safety_instances_keep_extra(tmp_path: Path) -> None:
+    p = policy(tmp_path, {"i1": "h1", "i2": "h2", "i3": "h3"}, safety_instances=1, wait_intervals=0)
+    s = snap(obs("i1", 10.0, 10.0), obs("i2", 10.0, 55.0), obs("i3", 10.0, 70.0))
+    removed = [a.instance_id for a in p.decide(s).actions if isinstance(a, RemoveInstance)]
+    assert removed == ["i3"]
+
+
+def test_calibration_lowers_capacity_when_measured_rt_exceeds_prediction(tmp_path: Path) -> None:
+    p = policy(tmp_path, {"i1": "h1", "i2": "h2"}, wait_intervals=0)
+    # Load split so that each instance's predicted RT sits within 10 % of R_th.
+    s = snap(obs("i1", 43.0, 43.0), obs("i2", 43.0, 43.0))
+    d0 = p.decide(s)
+    assert p.watch_ == {"i1", "i2"}
+    before = d0.detail["instances"]["i1"]["u_max_pct"]  # type: ignore[index]
+    # i1 measures 40 ms where the model predicts 23.4 ms: RTM needs SF ≈ 4.45 to explain it.
+    d1 = p.decide(snap(obs("i1", 43.0, 43.0, rt=0.040), obs("i2", 43.0, 43.0, rt=0.023)))
+    det = d1.detail["instances"]  # type: ignore[index]
+    assert det["i1"]["sf"] == pytest.approx((0.040 - sb.A - sb.B * 43) / sb.C, abs=0.05)
+    assert det["i1"]["u_max_pct"] < before
+    assert det["i2"]["sf"] == pytest.approx(sb.sf_of_total(43.0))  # measured below prediction
+
+
+def test_bad_params_are_named(tmp_path: Path) -> None:
+    with pytest.raises(InputError) as info:
+        policy(tmp_path, {"i1": "h1"}, wait_intervals=-1, magic=3)
+    msg = str(info.value)
+    assert "policy.params.wait_intervals" in msg and "policy.params.magic: unknown parameter" in msg
+
+
+def test_needs_a_target(tmp_path: Path) -> None:
+    sb.write_linear_bundle(tmp_path / "m.json")
+    ctx = PolicyContext(interval_s=10.0, base_dir=tmp_path, initial_instances={"i1": "h1"})
+    with pytest.raises(InputError, match=r"target\.mean_rt_s"):
+        PrimaPolicy.build({"model": "m.json"}, ctx)
