@@ -71,7 +71,7 @@ def test_scale_out_waits_w_intervals_then_adds_one_and_waits_for_its_sf(tmp_path
     weights = {a.instance_id: a.weight for a in d.actions if isinstance(a, SetWeight)}
     assert weights == {"i1": 256, "n1": 256}  # equal capacities, equal weights
     assert not any(isinstance(a, AddInstance) for a in d.actions)
-    assert "within ΣU_max=90.0%" in d.reason
+    assert "ΣU_max=90.0%" in d.reason and "weights ∝ capacity" in d.reason
 
 
 def test_weights_follow_capacity_under_interference(tmp_path: Path) -> None:
