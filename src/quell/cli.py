@@ -4,6 +4,7 @@ diagnostics to stderr."""
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import sys
@@ -17,6 +18,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
 from quell.errors import QuellError
+from quell.prima.cli import prima_app
 from quell.scenario import load_scenario
 from quell.sim.cli import sim_app
 
@@ -31,6 +33,7 @@ scenario_app = typer.Typer(help="Work with scenario files.")
 app.add_typer(lab_app, name="lab", no_args_is_help=True)
 app.add_typer(scenario_app, name="scenario", no_args_is_help=True)
 app.add_typer(sim_app, name="sim", no_args_is_help=True)
+app.add_typer(prima_app, name="prima", no_args_is_help=True)
 
 err_console = Console(stderr=True)
 out_console = Console()
@@ -94,6 +97,43 @@ def lab_run(
         scenario, path, runs_dir, lambda: progress_bar(scenario.duration_s, scenario.name)
     )
     emit_summary(summary, as_json)
+
+
+@lab_app.command("compare")
+def lab_compare(
+    path: ScenarioArg,
+    as_json: JsonOpt = False,
+    runs_dir: RunsDirOpt = Path("runs"),
+) -> None:
+    """Run the scenario once per policy (its ``policy`` then each of ``compare``) and print
+    them side by side; each run gets its own directory and HTML report."""
+    scenario = load_scenario(path)
+    from quell.lab.runner import run_lab
+    from quell.policy import build_policy
+    from quell.report.compare import compare_table, comparison
+    from quell.report.render import render_report
+
+    specs = [scenario.policy, *scenario.compare]
+    for spec in specs:  # every policy must build before the first run starts
+        build_policy(spec, scenario, path.parent)
+    runs: list[tuple[str, Path]] = []
+    for spec in specs:
+        label = f"{scenario.name} ({spec.name})"
+        summary = run_lab(
+            scenario,
+            path,
+            runs_dir,
+            functools.partial(progress_bar, scenario.duration_s, label),
+            policy_spec=spec,
+        )
+        run_dir = Path(summary["run_dir"])
+        render_report(run_dir)
+        runs.append((spec.name, run_dir))
+    result = comparison(scenario, runs)
+    compare_table(result, out_console)
+    if as_json:
+        sys.stdout.flush()
+        print(json.dumps(result, separators=(",", ":")))
 
 
 @lab_app.command("report")

@@ -1,0 +1,195 @@
+"""``quell prima``: build PRIMA's models by automated tests, validate them, show a bundle."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Literal
+
+import typer
+from rich.progress import Progress
+
+from quell.prima.profile import CellRunner
+from quell.scenario.model import Scenario
+
+prima_app = typer.Typer(help="PRIMA: probe training, model building and validation.")
+
+SpecArg = Annotated[Path, typer.Argument(help="Profile spec (YAML).", dir_okay=False)]
+OutOpt = Annotated[Path, typer.Option("--out", help="Profile directory (resumable).")]
+EnvOpt = Annotated[
+    str | None, typer.Option("--env", help="lab or sim (default: the spec's environment).")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print a JSON document as the last line.")]
+
+
+def _runner(env: Literal["lab", "sim"], out_dir: Path) -> CellRunner:
+
+    def lab(scenario: Scenario, path: Path) -> Path:
+        from quell.lab.runner import run_lab
+
+        runs = out_dir / "runs" / path.stem
+        run_lab(scenario, path, runs)
+        return max(runs.iterdir(), key=lambda p: p.stat().st_mtime)
+
+    def sim(scenario: Scenario, path: Path) -> Path:
+        from quell.experiment import new_run_dir, prepare_run_dir, run_scenario
+        from quell.policy import build_policy
+        from quell.sim.environment import SimEnvironment
+
+        env_ = SimEnvironment(scenario, base_dir=path.parent)
+        run_dir = new_run_dir(out_dir / "runs" / path.stem, scenario, "sim")
+        store = prepare_run_dir(run_dir, scenario, path, "sim")
+        try:
+            run_scenario(scenario, env_, build_policy(scenario.policy, scenario), store)
+        finally:
+            env_.close()
+            store.close()
+        return run_dir
+
+    return lab if env == "lab" else sim
+
+
+def _env(spec_env: Literal["lab", "sim"], given: str | None) -> Literal["lab", "sim"]:
+    from quell.errors import InputError, Problem
+
+    if given is None:
+        return spec_env
+    if given not in ("lab", "sim"):
+        raise InputError("--env", [Problem("--env", f"{given!r}: choose lab or sim")])
+    return "lab" if given == "lab" else "sim"
+
+
+def _progress() -> Progress:
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+
+    from quell.cli import err_console
+
+    return Progress(
+        TextColumn("[bold]{task.fields[what]:<44}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+    )
+
+
+@prima_app.command("profile")
+def profile(spec_path: SpecArg, out: OutOpt, env: EnvOpt = None, as_json: JsonOpt = False) -> None:
+    """Train the probe, measure U × interference cells, write OUT/bundle.json. Resumable: cells
+    already in OUT/cells.jsonl are not measured again."""
+    from rich.table import Table
+
+    from quell.cli import out_console
+    from quell.prima.profile import Profiler, load_profile_spec
+
+    spec, base = load_profile_spec(spec_path)
+    environment = _env(spec.environment, env)
+    spec = spec.model_copy(update={"environment": environment})
+    profiler = Profiler(spec, base, out, _runner(environment, out))
+    with _progress() as bar:
+        task = bar.add_task("profile", total=profiler.planned(), what="starting")
+
+        def update(done: int, total: int, what: str) -> None:
+            bar.update(task, completed=done, total=total, what=what)
+
+        bundle = profiler.run(update)
+        bar.update(task, completed=profiler.planned(), what="done")
+    path = out / "bundle.json"
+    bundle.save(path)
+    t = Table(title=f"probe isolation table ({spec.name})")
+    for col in ("U %", "R_iso ms", "samples", "CI width / mean", "converged"):
+        t.add_column(col, justify="right")
+    pt = bundle.probe_table
+    for u, r, n, c, ok in zip(
+        pt.util_pct_, pt.r_iso_s_, pt.samples_, pt.ci_ratio_, pt.converged_, strict=True
+    ):
+        t.add_row(f"{u:.1f}", f"{r * 1e3:.1f}", str(n), f"{c:.3f}", "yes" if ok else "no (cap)")
+    out_console.print(t)
+    out_console.print(
+        f"{len(bundle.data.rtm_points)} model cells → {path}"
+        f" (workload {spec.workload}, {environment})"
+    )
+    if as_json:
+        print(
+            json.dumps(
+                {
+                    "bundle": str(path),
+                    "cells": len(bundle.data.rtm_points),
+                    "probe_table": pt.to_dict(),
+                },
+                separators=(",", ":"),
+            )
+        )
+
+
+@prima_app.command("validate")
+def validate_cmd(
+    spec_path: SpecArg,
+    bundle_path: Annotated[Path, typer.Argument(help="Model bundle to validate.")],
+    out: OutOpt,
+    env: EnvOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Measure the spec's held-out points and compare them with RTM and IM (like Table II)."""
+    from rich.table import Table
+
+    from quell.cli import out_console
+    from quell.errors import InputError, Problem
+    from quell.prima.bundle import load_bundle
+    from quell.prima.profile import Profiler, load_profile_spec
+    from quell.prima.validate import summary, validate
+
+    spec, base = load_profile_spec(spec_path)
+    bundle = load_bundle(bundle_path, spec.workload)
+    if not spec.holdout:
+        raise InputError(str(spec_path), [Problem("holdout", "no held-out points to measure")])
+    environment = _env(spec.environment, env)
+    profiler = Profiler(spec, base, out, _runner(environment, out))
+    with _progress() as bar:
+        task = bar.add_task("validate", total=len(spec.holdout), what="starting")
+        cells = profiler.holdout(
+            bundle.probe_table, lambda d, t, w: bar.update(task, completed=d, what=w)
+        )
+        bar.update(task, completed=len(spec.holdout), what="done")
+    rows = validate(bundle, cells)
+    t = Table(title="RTM and IM on held-out points (cf. PRIMA Table II)")
+    for col in ("U %", "SF", "R ms", "R̂ ms", "error %", "U_total %", "IM⁻¹(SF) %", "error %"):
+        t.add_column(col, justify="right")
+    for r in rows:
+        t.add_row(
+            f"{r.util_pct:.1f}",
+            f"{r.sf:.2f}",
+            f"{r.rt_s * 1e3:.1f}",
+            f"{r.rt_pred_s * 1e3:.1f}",
+            f"{r.rt_error_pct:.1f}",
+            f"{r.total_util_pct:.1f}",
+            f"{r.total_pred_pct:.1f}",
+            f"{r.total_error_pct:.1f}" + (" *" if r.clamped else ""),
+        )
+    out_console.print(t)
+    s = summary(rows)
+    out_console.print(
+        f"RTM mean error {s['rtm_mape_pct']:.1f} %, IM mean error {s['im_mape_pct']:.1f} % "
+        f"over {s['points']} points ({s['clamped_points']} clamped, marked *)"
+    )
+    (out / "validation.json").write_text(json.dumps(s, indent=1) + "\n")
+    if as_json:
+        print(json.dumps(s, separators=(",", ":")))
+
+
+@prima_app.command("show")
+def show(bundle_path: Annotated[Path, typer.Argument(help="Model bundle.")]) -> None:
+    """Print what a bundle was built on and its measured ranges."""
+    from quell.cli import out_console
+    from quell.prima.bundle import load_bundle
+
+    b = load_bundle(bundle_path)
+    m = b.meta
+    u = b.rtm.util_pct_
+    out_console.print(
+        f"workload {m.workload}, instance type {m.instance_type}, {m.environment}, "
+        f"created {m.created}\nprobe {m.probe_kind} {m.probe_size_bytes} B every "
+        f"{m.probe_period_s:g} s\nRTM: {u.size} points, U {u.min():.1f}–{u.max():.1f} %, "
+        f"SF {b.rtm.sf_.min():.2f}–{b.rtm.sf_.max():.2f}\nIM: {b.im.total_util_pct_.size} knots,"
+        f" U_total {b.im.total_util_pct_[0]:.1f}–{b.im.total_util_pct_[-1]:.1f} %"
+    )

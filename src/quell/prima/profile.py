@@ -1,0 +1,317 @@
+"""Building PRIMA's models by automated tests (Section III-B1/2): train the probe's isolation
+table, then measure (U, U_total, SF, mean RT) over utilisation levels × interfering loads, and
+write a model bundle. The same code drives the lab and the simulator: a *cell* is a short
+scenario derived from a base scenario, run by an injected ``CellRunner``.
+
+Every finished cell is appended to ``cells.jsonl`` in the profile directory as it completes, so
+an interrupted profile resumes where it stopped and no measurement is lost.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Annotated, Literal
+
+import numpy as np
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from quell.errors import InputError, Problem
+from quell.prima.bundle import BundleMeta, ModelBundle, build_bundle
+from quell.probe.severity import PROBE_KEY, severity_factor
+from quell.probe.table import ProbeTable, TrainingLevel
+from quell.scenario import load_scenario
+from quell.scenario.model import Event, Iperf3, Scenario
+from quell.store.run import RunStore
+from quell.workload.spec import PoissonSpec
+
+CellRunner = Callable[[Scenario, Path], Path]
+"""Runs a derived scenario written at the given path; returns the run directory."""
+ProgressFn = Callable[[int, int, str], None]
+"""(cells done, cells in all, what runs now)."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class Point(_Strict):
+    util_pct: Annotated[float, Field(gt=0, lt=100)]
+    interference_mbit: Annotated[float, Field(ge=0)]
+
+
+class Training(_Strict):
+    max_repetitions: Annotated[int, Field(ge=1, le=50)] = 5
+    rel_width: Annotated[float, Field(gt=0, lt=1)] = 0.05
+
+
+class ProfileSpec(_Strict):
+    """What ``quell prima profile`` measures (a YAML file)."""
+
+    name: Annotated[str, Field(min_length=1, max_length=80)]
+    workload: Annotated[str, Field(min_length=1)]
+    instance_type: Annotated[str, Field(min_length=1)]
+    scenario: Annotated[str, Field(min_length=1)]
+    """Base scenario (relative to this file): one host with a link, one instance, a probe, a
+    Poisson workload, and the iperf3 antagonist named by ``interference``."""
+    interference: Annotated[str, Field(min_length=1)] = "noise"
+    util_levels_pct: Annotated[list[Annotated[float, Field(gt=0, lt=100)]], Field(min_length=2)]
+    interference_mbit: Annotated[list[Annotated[float, Field(ge=0)]], Field(min_length=2)]
+    max_total_util_pct: Annotated[float, Field(gt=0, le=200)] = 95.0
+    """Skip cells whose offered U + interference exceed this share of the link (saturated)."""
+    cell_s: Annotated[float, Field(gt=0, le=3600)] = 20.0
+    warmup_s: Annotated[float, Field(ge=0, le=600)] = 3.0
+    repetitions: Annotated[int, Field(ge=1, le=20)] = 1
+    training: Training = Training()
+    holdout: list[Point] = []
+    """Points ``quell prima validate`` measures (not used to build the models)."""
+    environment: Literal["lab", "sim"] = "lab"
+
+
+@dataclass(frozen=True)
+class CellResult:
+    """What one cell measured (after warm-up)."""
+
+    kind: str  # "training", "model" or "holdout"
+    util_target_pct: float
+    interference_mbit: float
+    repetition: int
+    util_pct: float
+    total_util_pct: float
+    probe_s: list[float]
+    mean_rt_s: float
+    requests: int
+    run_dir: str
+
+    @property
+    def key(self) -> str:
+        return cell_key(self.kind, self.util_target_pct, self.interference_mbit, self.repetition)
+
+
+def cell_key(kind: str, u: float, i: float, rep: int) -> str:
+    return f"{kind}/{u:g}/{i:g}/{rep}"
+
+
+def load_profile_spec(path: Path) -> tuple[ProfileSpec, Scenario]:
+    """Read a profile spec and its base scenario; every problem at once."""
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise InputError(str(path), [Problem("", f"cannot read file: {exc.strerror}")]) from None
+    except yaml.YAMLError as exc:
+        raise InputError(str(path), [Problem("", f"not valid YAML: {exc}")]) from None
+    try:
+        spec = ProfileSpec.model_validate(raw)
+    except ValidationError as err:
+        problems = [
+            Problem(
+                ".".join(str(x) for x in e["loc"]),
+                "unknown key" if e["type"] == "extra_forbidden" else e["msg"],
+            )
+            for e in err.errors()
+        ]
+        raise InputError(str(path), problems) from None
+    base = load_scenario(path.parent / spec.scenario)
+    problems = []
+    if len(base.instances) != 1:
+        problems.append(Problem("scenario", "the base scenario must have exactly one instance"))
+    host = base.host(base.instances[0].host)
+    if host.link_mbit is None:
+        problems.append(Problem("scenario", f"host {host.id!r} needs link_mbit"))
+    if base.probe is None:
+        problems.append(Problem("scenario", "the base scenario needs a probe section"))
+    ant = next((a for a in base.antagonists if a.id == spec.interference), None)
+    if not isinstance(ant, Iperf3) or ant.host != host.id:
+        problems.append(
+            Problem(
+                "interference", f"{spec.interference!r} must be an iperf3 antagonist on {host.id!r}"
+            )
+        )
+    if base.workload.requests is None or not isinstance(base.workload.arrival, PoissonSpec):
+        problems.append(Problem("scenario", "the base workload must be Poisson requests"))
+    if problems:
+        raise InputError(str(path), problems)
+    return spec, base
+
+
+def _mean_request_bytes(base: Scenario) -> float:
+    sizes = {f.path: f.size_bytes for f in base.files}
+    reqs = base.workload.requests or []
+    total_w = sum(r.weight for r in reqs)
+    return sum(sizes[r.path] * r.weight for r in reqs) / total_w
+
+
+def cell_scenario(
+    spec: ProfileSpec, base: Scenario, util_pct: float, interference_mbit: float, rep: int
+) -> Scenario:
+    """The base scenario at one utilisation and interfering load."""
+    link_mbit = base.host(base.instances[0].host).link_mbit or 0.0
+    rate = util_pct / 100.0 * link_mbit * 1e6 / 8.0 / _mean_request_bytes(base)
+    data = base.model_dump(mode="python")
+    data["name"] = f"{spec.name}-u{util_pct:g}-i{interference_mbit:g}-r{rep}"
+    data["seed"] = base.seed + 1000 * rep + int(util_pct * 10) + int(interference_mbit * 7)
+    data["duration_s"] = spec.warmup_s + spec.cell_s
+    data["workload"]["arrival"] = {"process": "poisson", "rate_rps": rate}
+    data["events"] = []
+    data["policy"] = {"name": "static", "params": {}}
+    data["compare"] = []
+    if interference_mbit > 0:
+        for a in data["antagonists"]:
+            if a["id"] == spec.interference:
+                a["bitrate_mbit"] = interference_mbit / a["streams"]
+        data["events"] = [Event(at_s=0.0, start=[spec.interference]).model_dump()]
+    return Scenario.model_validate(data)
+
+
+def measure(run_dir: Path, warmup_s: float) -> tuple[float, float, list[float], float, int]:
+    """(U, U_total, probe times, mean RT, requests) of a finished cell, after warm-up."""
+    store = RunStore.open(run_dir)
+    try:
+        obs = [o for o in store.observations() if o.time_s > warmup_s]
+    finally:
+        store.close()
+    if not obs:
+        raise InputError(str(run_dir), [Problem("", "the cell recorded no observations")])
+    util = float(np.mean([o.util_pct or 0.0 for o in obs]))
+    link = [o.extra.get("link_util_pct") for o in obs]
+    total = (
+        float(np.mean([x for x in link if x is not None]))
+        if any(x is not None for x in link)
+        else util
+    )
+    probes = [float(o.extra[PROBE_KEY]) for o in obs if PROBE_KEY in o.extra]
+    n = sum(o.requests for o in obs if o.mean_rt_seconds is not None)
+    rt = sum((o.mean_rt_seconds or 0.0) * o.requests for o in obs) / n if n else float("nan")
+    return util, total, probes, rt, n
+
+
+class Profiler:
+    """Runs the cells of a profile into ``out_dir`` and builds the bundle.
+
+    Parameters
+    ----------
+    spec, base : the profile and its base scenario (``load_profile_spec``).
+    out_dir : profile directory: ``cells.jsonl``, ``cells/`` (derived scenarios), ``runs/``.
+    runner : runs one derived scenario (lab or simulator).
+    """
+
+    def __init__(
+        self, spec: ProfileSpec, base: Scenario, out_dir: Path, runner: CellRunner
+    ) -> None:
+        self.spec = spec
+        self.base = base
+        self.out_dir = out_dir
+        self.runner = runner
+        out_dir.mkdir(parents=True, exist_ok=True)
+        self.log_path = out_dir / "cells.jsonl"
+        self.done_: dict[str, CellResult] = {}
+        if self.log_path.exists():
+            for line in self.log_path.read_text().splitlines():
+                if line.strip():
+                    r = CellResult(**json.loads(line))
+                    self.done_[r.key] = r
+
+    # -- the plan ------------------------------------------------------------------------------
+    def model_cells(self) -> Iterator[tuple[float, float, int]]:
+        link = self.base.host(self.base.instances[0].host).link_mbit or 1.0
+        for u in self.spec.util_levels_pct:
+            for i in self.spec.interference_mbit:
+                if u + 100.0 * i / link <= self.spec.max_total_util_pct:
+                    for rep in range(self.spec.repetitions):
+                        yield u, i, rep
+
+    def planned(self) -> int:
+        t = len(self.spec.util_levels_pct) * self.spec.training.max_repetitions
+        return t + sum(1 for _ in self.model_cells())
+
+    # -- running -------------------------------------------------------------------------------
+    def _cell(self, kind: str, u: float, i: float, rep: int) -> CellResult:
+        key = cell_key(kind, u, i, rep)
+        if key in self.done_:
+            return self.done_[key]
+        scenario = cell_scenario(self.spec, self.base, u, i, rep)
+        cell_dir = self.out_dir / "cells"
+        cell_dir.mkdir(exist_ok=True)
+        path = cell_dir / f"{key.replace('/', '_')}.yaml"
+        path.write_text(yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False))
+        run_dir = self.runner(scenario, path)
+        util, total, probes, rt, n = measure(run_dir, self.spec.warmup_s)
+        result = CellResult(kind, u, i, rep, util, total, probes, rt, n, str(run_dir))
+        with self.log_path.open("a") as f:
+            f.write(json.dumps(asdict(result)) + "\n")
+        self.done_[key] = result
+        return result
+
+    def train(self, progress: ProgressFn = lambda d, t, w: None) -> ProbeTable:
+        """Probe isolation table: repeat each level until the CI rule holds or the cap."""
+        table = ProbeTable(self.spec.training.rel_width)
+        levels = []
+        for u in self.spec.util_levels_pct:
+            samples: list[float] = []
+            utils: list[float] = []
+            for rep in range(self.spec.training.max_repetitions):
+                progress(len(self.done_), self.planned(), f"training U={u:g}% rep {rep + 1}")
+                r = self._cell("training", u, 0.0, rep)
+                samples += r.probe_s
+                utils.append(r.util_pct)
+                if len(samples) >= 2 and not table.needs_more(TrainingLevel(u, tuple(samples))):
+                    break
+            if not samples:
+                raise InputError(
+                    self.spec.name, [Problem(f"training U={u:g}%", "the probe never reported")]
+                )
+            levels.append(TrainingLevel(float(np.mean(utils)), tuple(samples)))
+        return table.fit(levels)
+
+    def run(self, progress: ProgressFn = lambda d, t, w: None) -> ModelBundle:
+        table = self.train(progress)
+        rtm: list[tuple[float, float, float]] = []
+        im: list[tuple[float, float]] = []
+        for u, i, rep in self.model_cells():
+            progress(len(self.done_), self.planned(), f"model U={u:g}% interference {i:g} Mbit/s")
+            r = self._cell("model", u, i, rep)
+            sf = self.cell_sf(table, r)
+            if sf is None or not np.isfinite(r.mean_rt_s):
+                continue
+            rtm.append((r.util_pct, sf, r.mean_rt_s))
+            im.append((r.total_util_pct, sf))
+        probe = self.base.probe
+        assert probe is not None
+        meta = BundleMeta(
+            workload=self.spec.workload,
+            instance_type=self.spec.instance_type,
+            environment=self.spec.environment,
+            created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            probe_period_s=probe.period_s,
+            probe_size_bytes=probe.size_bytes,
+            source=str(self.out_dir),
+        )
+        return build_bundle(meta, table, rtm, im)
+
+    def holdout(
+        self, table: ProbeTable, progress: ProgressFn = lambda d, t, w: None
+    ) -> list[tuple[CellResult, float]]:
+        """Measure the spec's held-out points: (cell, measured SF) each."""
+        out = []
+        for k, p in enumerate(self.spec.holdout):
+            progress(
+                k,
+                len(self.spec.holdout),
+                f"holdout U={p.util_pct:g}% interference {p.interference_mbit:g}",
+            )
+            r = self._cell("holdout", p.util_pct, p.interference_mbit, 0)
+            sf = self.cell_sf(table, r)
+            if sf is not None:
+                out.append((r, sf))
+        return out
+
+    @staticmethod
+    def cell_sf(table: ProbeTable, r: CellResult) -> float | None:
+        """SF of a cell: Eq. 1 on the mean probe time, against R_iso at the measured U."""
+        if not r.probe_s:
+            return None
+        return float(severity_factor(float(np.mean(r.probe_s)), table.predict(r.util_pct))[()])

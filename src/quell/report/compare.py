@@ -1,0 +1,105 @@
+"""Several policies on one scenario, side by side.
+
+For each run and each phase, the *settled window* starts ``settle_s`` after the phase begins
+(scaling boot delay + 4 intervals: W = 1 interval to confirm a violation, 1 to act, 2 for the
+new instance's probe and the load to move) and ends with the phase. Within it, each instance's
+mean response time is computed from the client-side requests it answered; a policy *meets the
+target* in a phase when every instance's settled mean is ≤ R_th.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from quell.scenario.model import Scenario
+from quell.store.run import RunStore
+
+
+def settle_s(scenario: Scenario) -> float:
+    boot = scenario.scaling.boot_s if scenario.scaling else 0.0
+    return boot + 4 * scenario.interval_s
+
+
+def run_phases(scenario: Scenario, run_dir: Path) -> dict[str, Any]:
+    """Per phase: settled mean RT of each instance, and whether all met the target."""
+    target = scenario.target.mean_rt_s if scenario.target else None
+    store = RunStore.open(run_dir)
+    try:
+        req = store.request_arrays()
+        decisions = store.decisions()
+    finally:
+        store.close()
+    done = req["send_s"] + np.nan_to_num(req["latency_s"], nan=0.0)
+    ok = ~np.isnan(req["latency_s"])
+    phases = []
+    for name, start, end in scenario.phases():
+        lo = min(start + settle_s(scenario), end)
+        sel = ok & (done >= lo) & (done < end)
+        per: dict[str, float] = {}
+        for server in sorted(set(req["server"][sel].tolist())):
+            if server:
+                m = sel & (req["server"] == server)
+                per[server] = float(req["latency_s"][m].mean())
+        worst = max(per.values()) if per else None
+        phases.append(
+            {
+                "phase": name,
+                "settled_from_s": lo,
+                "end_s": end,
+                "mean_rt_s": per,
+                "worst_mean_rt_s": worst,
+                "meets_target": None if target is None or worst is None else worst <= target,
+            }
+        )
+    scaling = [
+        a
+        for _, _, _, actions in decisions
+        for a in actions
+        if a.get("type") in ("AddInstance", "RemoveInstance")
+    ]
+    all_ok = ~np.isnan(req["latency_s"])
+    return {
+        "run_dir": str(run_dir),
+        "phases": phases,
+        "scaling_actions": len(scaling),
+        "mean_rt_s": float(req["latency_s"][all_ok].mean()) if all_ok.any() else None,
+        "errors": int((~all_ok).sum()),
+    }
+
+
+def comparison(scenario: Scenario, runs: list[tuple[str, Path]]) -> dict[str, Any]:
+    return {
+        "scenario": scenario.name,
+        "target_rt_s": scenario.target.mean_rt_s if scenario.target else None,
+        "settle_s": settle_s(scenario),
+        "policies": {name: run_phases(scenario, d) for name, d in runs},
+    }
+
+
+def compare_table(result: dict[str, Any], console: Console) -> None:
+    target = result["target_rt_s"]
+    title = f"{result['scenario']}: worst instance mean RT per phase, settled"
+    if target is not None:
+        title += f" (R_th = {target * 1e3:.0f} ms; * = above)"
+    t = Table(title=title)
+    t.add_column("policy")
+    names = list(result["policies"])
+    phases = [p["phase"] for p in result["policies"][names[0]]["phases"]]
+    for ph in phases:
+        t.add_column(f"{ph} ms", justify="right")
+    t.add_column("scaling", justify="right")
+    t.add_column("errors", justify="right")
+    for name in names:
+        r = result["policies"][name]
+        cells = []
+        for p in r["phases"]:
+            w = p["worst_mean_rt_s"]
+            mark = " *" if p["meets_target"] is False else ""
+            cells.append("-" if w is None else f"{w * 1e3:.1f}{mark}")
+        t.add_row(name, *cells, str(r["scaling_actions"]), str(r["errors"]))
+    console.print(t)
