@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from quell.core.observation import Observation, Snapshot
 from quell.policy.context import PolicyContext
+from quell.prima.bundle import BundleMeta, build_bundle
+from quell.probe import ProbeTable, TrainingLevel
 from quell.scenario.model import Scaling
 
 INTERVAL_S = 10.0
@@ -47,3 +50,33 @@ def context(
         lb_algorithm=lb_algorithm,
         probe_period_s=probe_period_s,
     )
+
+
+def flat_table(r_iso_s: float = 0.1) -> ProbeTable:
+    """R_iso = ``r_iso_s`` at every utilisation, so SF = probe / r_iso_s - 1."""
+    levels = [TrainingLevel(u, (r_iso_s, r_iso_s * 1.001, r_iso_s * 0.999)) for u in (10.0, 90.0)]
+    return ProbeTable().fit(levels)
+
+
+def probe_for(sf: float, r_iso_s: float = 0.1) -> float:
+    """The probe time that gives severity factor ``sf`` on ``flat_table(r_iso_s)``."""
+    return r_iso_s * (1.0 + sf)
+
+
+def write_bundle(path: Path, r_iso_s: float = 0.1, workload: str = "file-100k") -> Path:
+    """A small valid PRIMA model bundle at ``path``: the flat probe table, an RTM that rises
+    with U and SF (R = 50 ms x (1 + U/50) x (1 + SF)) and an IM that rises with U_total."""
+    meta = BundleMeta(
+        workload=workload,
+        instance_type="test",
+        environment="sim",
+        created="2024-01-01T00:00:00Z",
+        probe_period_s=INTERVAL_S,
+        probe_size_bytes=1_000_000,
+    )
+    rtm = [
+        (u, s, 0.05 * (1 + u / 50) * (1 + s)) for u in (10.0, 50.0, 90.0) for s in (0.0, 1.0, 2.0)
+    ]
+    im = [(10.0, 0.0), (50.0, 0.5), (90.0, 2.0), (100.0, 3.0)]
+    build_bundle(meta, flat_table(r_iso_s), rtm, im).save(path)
+    return path
