@@ -10,7 +10,7 @@ from quell.core.action import AddInstance, RemoveInstance, SetWeight
 from quell.core.observation import Observation, Snapshot
 from quell.errors import InputError
 from quell.policy import PolicyContext
-from quell.policy.prima import PrimaPolicy
+from quell.policy.prima import PrimaPolicy, instance_rows
 from quell.scenario.model import Scaling
 from tests.prima import bundles as sb
 
@@ -60,7 +60,7 @@ def test_scale_out_waits_w_intervals_then_adds_one_and_waits_for_its_sf(tmp_path
     adds = [a for a in second.actions if isinstance(a, AddInstance)]
     assert adds == [AddInstance("n1", "h2", 0)]
     assert "exceeds ΣU_max=" in second.reason
-    cap = second.detail["instances"]["i1"]["u_max_pct"]  # type: ignore[index]
+    cap = instance_rows(second.detail)["i1"]["u_max_pct"]
     assert cap == pytest.approx(45.0, abs=0.15) and sb.capacity(0.0, TARGET_S) == pytest.approx(
         45.0
     )
@@ -79,7 +79,7 @@ def test_weights_follow_capacity_under_interference(tmp_path: Path) -> None:
     # Same load on both; i2's link carries 40 % more from a neighbour.
     s = snap(obs("i1", 20.0, 20.0), obs("i2", 20.0, 60.0))
     d = p.decide(s)
-    det = d.detail["instances"]  # type: ignore[index]
+    det = instance_rows(d.detail)
     c1, c2 = det["i1"]["u_max_pct"], det["i2"]["u_max_pct"]
     assert det["i2"]["u_int_pct"] == pytest.approx(40.0, abs=0.01)
     assert c2 == pytest.approx(sb.capacity(40.0, TARGET_S), abs=0.15)
@@ -114,10 +114,10 @@ def test_calibration_lowers_capacity_when_measured_rt_exceeds_prediction(tmp_pat
     s = snap(obs("i1", 43.0, 43.0), obs("i2", 43.0, 43.0))
     d0 = p.decide(s)
     assert p.watch_ == {"i1", "i2"}
-    before = d0.detail["instances"]["i1"]["u_max_pct"]  # type: ignore[index]
+    before = instance_rows(d0.detail)["i1"]["u_max_pct"]
     # i1 measures 40 ms where the model predicts 23.4 ms: RTM needs SF ≈ 4.45 to explain it.
     d1 = p.decide(snap(obs("i1", 43.0, 43.0, rt=0.040), obs("i2", 43.0, 43.0, rt=0.023)))
-    det = d1.detail["instances"]  # type: ignore[index]
+    det = instance_rows(d1.detail)
     assert det["i1"]["sf"] == pytest.approx((0.040 - sb.A - sb.B * 43) / sb.C, abs=0.05)
     assert det["i1"]["u_max_pct"] < before
     assert det["i2"]["sf"] == pytest.approx(sb.sf_of_total(43.0))  # measured below prediction

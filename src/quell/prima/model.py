@@ -217,7 +217,37 @@ class CapacityModel:
         self.u_max_pct_[first_over == uu.size] = u_hi
         self.at_model_edge_ = first_over == uu.size
         """Where even the highest modelled U stays under R_th: capacity is the model's edge."""
+        self.sf_grid_ = np.linspace(self.rtm.sf_.min(), self.rtm.sf_.max(), 201)
+        su = self.u_grid_[:, None]
+        ss = self.sf_grid_[None, :]
+        self.rt_table_s_ = self.rtm.predict(
+            np.broadcast_to(su, (su.size, ss.size)).ravel(),
+            np.broadcast_to(ss, (su.size, ss.size)).ravel(),
+        ).value.reshape(su.size, ss.size)
+        """RTM on the U grid × an SF grid, for calibration's inversion in SF."""
         return self
+
+    def revised_sf(self, util_pct: FloatArray, rt_s: FloatArray) -> Query:
+        """For each instance, the SF at which RTM(U, SF) reaches its measured response time
+        (calibration, Section IV), from the tabulated RTM: the first SF grid step whose
+        prediction reaches ``rt_s``, interpolated linearly; the top of the range, flagged,
+        where none does."""
+        u = _as_array(util_pct)
+        r = _as_array(rt_s)
+        row = np.clip(np.rint(u / self.u_step_pct).astype(np.int64), 0, self.u_grid_.size - 1)
+        tab = self.rt_table_s_[row]
+        reach = tab >= r[:, None]
+        none = ~reach.any(axis=1)
+        k = np.maximum(reach.argmax(axis=1), 1)
+        n = np.arange(u.size)
+        lo, hi = tab[n, k - 1], tab[n, k]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            frac = np.where(hi > lo, (r - lo) / (hi - lo), 1.0)
+        g = self.sf_grid_
+        sf = g[k - 1] + np.clip(frac, 0.0, 1.0) * (g[k] - g[k - 1])
+        sf = np.where(reach[:, 0], g[0], sf)
+        sf = np.where(none, g[-1], sf)
+        return Query(sf, none)
 
     def interference(self, util_pct: FloatArray, sf: FloatArray) -> Query:
         """U_int = IM⁻¹(SF) − U, never below zero."""
@@ -237,8 +267,27 @@ class CapacityModel:
         cap = self.capacity_for(u_int.value)
         return u_int, Query(cap.value, cap.clamped | u_int.clamped)
 
+    def rt_lookup(self, util_pct: FloatArray, sf: FloatArray) -> Query:
+        """RTM from its table (bilinear between grid points), for many instances at once."""
+        u, s = _as_array(util_pct), _as_array(sf)
+        ug, sg = self.u_grid_, self.sf_grid_
+        clamped = (u < 0) | (u > ug[-1]) | (s < sg[0]) | (s > sg[-1])
+        fu = np.clip(u, 0.0, ug[-1]) / self.u_step_pct
+        fs = (np.clip(s, sg[0], sg[-1]) - sg[0]) / (sg[1] - sg[0])
+        iu = np.minimum(fu.astype(np.int64), ug.size - 2)
+        js = np.minimum(fs.astype(np.int64), sg.size - 2)
+        a, b = fu - iu, fs - js
+        t = self.rt_table_s_
+        rt = (
+            t[iu, js] * (1 - a) * (1 - b)
+            + t[iu + 1, js] * a * (1 - b)
+            + t[iu, js + 1] * (1 - a) * b
+            + t[iu + 1, js + 1] * a * b
+        )
+        return Query(rt, clamped)
+
     def predict_rt(self, util_pct: FloatArray, u_int_pct: FloatArray) -> Query:
         """RTM(U, IM(U + U_int)): the response time an instance would show at ``util_pct``."""
         sf = self.im.predict(_as_array(util_pct) + _as_array(u_int_pct))
-        rt = self.rtm.predict(util_pct, sf.value)
+        rt = self.rt_lookup(util_pct, sf.value)
         return Query(rt.value, rt.clamped | sf.clamped)

@@ -1,0 +1,88 @@
+"""PRIMA controller decision time for 10,000 instances (goal: <= 20 ms per decision).
+
+A synthetic bundle (a plane RTM and a hinge IM, as in tests/prima/bundles.py) and a snapshot
+of 10,000 instances with random utilisations and neighbour loads; the policy decides on it 30
+times (after one warm-up decision) and the median is reported. Peer, in the same run on the
+same snapshots: the round-robin policy, which walks the same instances and emits weights but
+computes no capacities; the ratio PRIMA/RR is the price of the models."""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from quell.core.observation import Observation, Snapshot
+from quell.policy import PolicyContext, policy_class
+from quell.scenario.model import Scaling
+from tests.prima import bundles as sb
+
+N = 10_000
+REPEATS = 30
+
+
+def _snapshot(rng: np.random.Generator, t: float) -> Snapshot:
+    u = rng.uniform(5.0, 40.0, N)
+    total = u + rng.choice([0.0, 20.0, 45.0], N, p=[0.7, 0.2, 0.1])
+    probe = (sb.R_ISO0 + sb.R_ISO_SLOPE * u) * (1 + np.array([sb.sf_of_total(x) for x in total]))
+    return Snapshot(
+        t,
+        "bench",
+        {
+            f"i{k}": Observation(
+                time_s=t,
+                instance_id=f"i{k}",
+                interval_s=10.0,
+                util_pct=float(u[k]),
+                weight=100,
+                mean_rt_seconds=0.01,
+                extra={"probe_rt_seconds": float(probe[k])},
+            )
+            for k in range(N)
+        },
+    )
+
+
+def _time(policy_name: str, params: dict, ctx: PolicyContext, snaps: list[Snapshot]) -> list[float]:
+    policy = policy_class(policy_name).build(params, ctx)
+    policy.decide(snaps[0])
+    out = []
+    for s in snaps[1:]:
+        t0 = time.perf_counter()
+        policy.decide(s)
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def run() -> dict:
+    rng = np.random.default_rng(11)
+    snaps = [_snapshot(rng, 10.0 * k) for k in range(REPEATS + 1)]
+    with tempfile.TemporaryDirectory() as tmp:
+        sb.write_linear_bundle(Path(tmp) / "m.json")
+        ctx = PolicyContext(
+            interval_s=10.0,
+            target_rt_s=0.025,
+            scaling=Scaling(hosts=[f"h{k}" for k in range(N + 100)], boot_s=30),
+            base_dir=Path(tmp),
+            initial_instances={f"i{k}": f"h{k}" for k in range(N)},
+        )
+        t_build = time.perf_counter()
+        policy_class("prima").build({"model": "m.json"}, ctx)
+        build_s = time.perf_counter() - t_build
+        prima = _time("prima", {"model": "m.json", "wait_intervals": 0}, ctx, snaps)
+        rr = _time("rr", {}, ctx, snaps)
+    p50, r50 = statistics.median(prima), statistics.median(rr)
+    return {
+        "instances": N,
+        "decisions": REPEATS,
+        "prima_decision_ms_median": round(p50 * 1e3, 2),
+        "prima_decision_ms_max": round(max(prima) * 1e3, 2),
+        "rr_decision_ms_median": round(r50 * 1e3, 2),
+        "ratio_prima_over_rr": round(p50 / r50, 2),
+        "prima_build_ms": round(build_s * 1e3, 1),
+        "goal_ms": 20.0,
+        "meets_goal": p50 * 1e3 <= 20.0,
+    }
