@@ -247,7 +247,7 @@ class CapacityModel:
         sf = g[k - 1] + np.clip(frac, 0.0, 1.0) * (g[k] - g[k - 1])
         sf = np.where(reach[:, 0], g[0], sf)
         sf = np.where(none, g[-1], sf)
-        return Query(sf, none)
+        return Query(sf, np.asarray(none))
 
     def interference(self, util_pct: FloatArray, sf: FloatArray) -> Query:
         """U_int = IM⁻¹(SF) − U, never below zero."""
