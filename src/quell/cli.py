@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
 from quell.errors import QuellError
+from quell.models.cli import model_app
 from quell.prima.cli import prima_app
 from quell.scenario import load_scenario
 from quell.sim.cli import sim_app
@@ -34,6 +35,7 @@ app.add_typer(lab_app, name="lab", no_args_is_help=True)
 app.add_typer(scenario_app, name="scenario", no_args_is_help=True)
 app.add_typer(sim_app, name="sim", no_args_is_help=True)
 app.add_typer(prima_app, name="prima", no_args_is_help=True)
+app.add_typer(model_app, name="model", no_args_is_help=True)
 
 err_console = Console(stderr=True)
 out_console = Console()

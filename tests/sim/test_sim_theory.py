@@ -11,6 +11,11 @@ import pytest
 from numpy.typing import NDArray
 
 from quell.core.rng import component_rng
+from quell.models.queueing import (
+    mm1_ps_mean_response_s,
+    mm1k_blocking_probability,
+    mmc_mean_wait_s,
+)
 from quell.sim.core import EventCore, Records
 
 WARMUP = 0.05
@@ -94,7 +99,7 @@ def test_mm1_ps_mean_response_time_within_2_percent(rho: float, n: int) -> None:
     # M/M/1-PS: E[T] = 1/(μ - λ), μ = 1. ρ = 0.9 needs ~10^7 requests for a ~0.7 % standard
     # error (relaxation time ~ 1/(1-√ρ)² service times); tolerance 2 %.
     _, rec, _ = run_single(rho, n, seed=11)
-    assert steady_mean(rec) == pytest.approx(1.0 / (1.0 - rho), rel=0.02)
+    assert steady_mean(rec) == pytest.approx(mm1_ps_mean_response_s(rho, 1.0), rel=0.02)
 
 
 @pytest.mark.parametrize("sizes", ["deterministic", "lognormal"])
@@ -102,7 +107,7 @@ def test_ps_insensitivity(sizes: str) -> None:
     # M/G/1-PS mean response time depends on the size distribution only through its mean:
     # E[T] = E[S]/(1-ρ) = 2.5 at ρ = 0.6; tolerance 2 %.
     _, rec, _ = run_single(0.6, 1_000_000, seed=5, sizes=sizes)
-    assert steady_mean(rec) == pytest.approx(1.0 / (1.0 - 0.6), rel=0.02)
+    assert steady_mean(rec) == pytest.approx(mm1_ps_mean_response_s(0.6, 1.0), rel=0.02)
 
 
 def test_mm1k_blocking_probability() -> None:
@@ -110,16 +115,9 @@ def test_mm1k_blocking_probability() -> None:
     # tolerance 3 % relative.
     rho, k = 0.8, 5
     _, rec, _ = run_single(rho, 2_000_000, seed=3, queue_limit=k)
-    expected = (1 - rho) * rho**k / (1 - rho ** (k + 1))
+    expected = mm1k_blocking_probability(rho, 1.0, k)
     blocked = float(np.mean(rec.rt_s < 0))
     assert blocked == pytest.approx(expected, rel=0.03)
-
-
-def erlang_c(c: int, a: float) -> float:
-    """Probability of waiting in M/M/c with offered load a = λ/μ."""
-    terms = sum(a**k / math.factorial(k) for k in range(c))
-    top = a**c / math.factorial(c) * c / (c - a)
-    return top / (terms + top)
 
 
 def test_mmc_fcfs_mean_wait_by_erlang_c() -> None:
@@ -130,7 +128,7 @@ def test_mmc_fcfs_mean_wait_by_erlang_c() -> None:
     order = np.argsort(rec.start_s[done], kind="stable")
     wait = (rec.rt_s[done] - rec.size_bytes[done])[order]  # each worker serves 1 byte/s
     wait = wait[int(WARMUP * wait.size) :]
-    expected = erlang_c(c, c * rho) / (c - c * rho)
+    expected = mmc_mean_wait_s(c * rho, 1.0, c)
     assert float(wait.mean()) == pytest.approx(expected, rel=0.03)
     assert wait.min() > -1e-9  # nobody is served faster than a worker's speed
 
@@ -138,4 +136,4 @@ def test_mmc_fcfs_mean_wait_by_erlang_c() -> None:
 def test_mm1_fcfs_limit_one_matches_ps_mean() -> None:
     # With exponential sizes, M/M/1 FCFS and PS have the same mean response time 1/(μ-λ).
     _, rec, _ = run_single(0.5, 500_000, seed=2, workers=1, discipline="fcfs")
-    assert steady_mean(rec) == pytest.approx(2.0, rel=0.02)
+    assert steady_mean(rec) == pytest.approx(mm1_ps_mean_response_s(0.5, 1.0), rel=0.02)

@@ -1,0 +1,146 @@
+"""Classic closed forms of queueing theory used across quell: M/M/1-PS, M/M/1/K, M/M/c
+(Erlang C) and Little's law. Plain functions over numbers; every bad argument raises
+``InputError`` naming it, and an unstable queue is an error, never ``inf`` or ``NaN``.
+
+Sources: L. Kleinrock, *Queueing Systems, Vol. 1: Theory* (Wiley, 1975), §3.2 (M/M/1), §3.5
+(M/M/m, Erlang C), §3.6 (M/M/1/K); §4.8 of Vol. 2 (1976) for processor sharing;
+J. D. C. Little, "A proof for the queuing formula L = λW", Operations Research 9(3), 1961.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy.special import gammaln, logsumexp
+
+from quell.errors import InputError, Problem
+
+
+def _check(source: str, **values: float) -> None:
+    """Every named value must be a finite number; names ending in ``_rps`` must be > 0 for
+    service rates (``mu``) and ≥ 0 for arrival rates (``lam``)."""
+    problems = []
+    for name, v in values.items():
+        if not math.isfinite(v):
+            problems.append(Problem(name, f"must be a finite number, got {v!r}"))
+        elif name.startswith("mu") and v <= 0:
+            problems.append(Problem(name, f"a service rate must be > 0, got {v:g}"))
+        elif v < 0:
+            problems.append(Problem(name, f"must be ≥ 0, got {v:g}"))
+    if problems:
+        raise InputError(source, problems)
+
+
+def _stable(source: str, rho: float, what: str) -> None:
+    if rho >= 1.0:
+        raise InputError(
+            source, [Problem("rate", f"unstable: {what} utilisation ρ = {rho:.6g} ≥ 1")]
+        )
+
+
+def mm1_ps_mean_jobs(lam_rps: float, mu_rps: float) -> float:
+    """Mean number in an M/M/1-PS (or FCFS) queue, ρ/(1 − ρ), ρ = λ/μ.
+
+    Kleinrock Vol. 1 Eq. 3.24; PS has the same queue-length distribution (Vol. 2 §4.8)."""
+    _check("M/M/1-PS", lam_rps=lam_rps, mu_rps=mu_rps)
+    rho = lam_rps / mu_rps
+    _stable("M/M/1-PS", rho, "M/M/1-PS")
+    return rho / (1.0 - rho)
+
+
+def mm1_ps_mean_response_s(lam_rps: float, mu_rps: float) -> float:
+    """Mean response time of M/M/1-PS, 1/(μ − λ); by insensitivity it holds for M/G/1-PS with
+    mean service time 1/μ (Kleinrock Vol. 2 Eq. 4.18)."""
+    _check("M/M/1-PS", lam_rps=lam_rps, mu_rps=mu_rps)
+    _stable("M/M/1-PS", lam_rps / mu_rps, "M/M/1-PS")
+    return 1.0 / (mu_rps - lam_rps)
+
+
+def _mm1k_log_weights(rho: float, k: int) -> NDArray[np.float64]:
+    """log ρ^j, j = 0..K (unnormalised M/M/1/K state probabilities)."""
+    j = np.arange(k + 1, dtype=float)
+    if rho == 0.0:
+        return np.where(j == 0, 0.0, -np.inf)
+    return j * math.log(rho)
+
+
+def mm1k_state_probabilities(lam_rps: float, mu_rps: float, k: int) -> NDArray[np.float64]:
+    """P(j jobs), j = 0..K, of M/M/1/K: ρ^j / Σ ρ^i (Kleinrock Vol. 1 Eq. 3.44). Stable for any
+    ρ ≥ 0 (ρ = 1 gives the uniform distribution) and any K; computed in log space."""
+    _check("M/M/1/K", lam_rps=lam_rps, mu_rps=mu_rps)
+    if k < 1:
+        raise InputError("M/M/1/K", [Problem("k", f"capacity must be ≥ 1, got {k}")])
+    w = _mm1k_log_weights(lam_rps / mu_rps, k)
+    probs: NDArray[np.float64] = np.exp(w - logsumexp(w))
+    return probs
+
+
+def mm1k_blocking_probability(lam_rps: float, mu_rps: float, k: int) -> float:
+    """Probability an arrival finds K jobs and is lost, (1 − ρ)ρ^K/(1 − ρ^(K+1)) (PASTA)."""
+    return float(mm1k_state_probabilities(lam_rps, mu_rps, k)[-1])
+
+
+def mm1k_mean_jobs(lam_rps: float, mu_rps: float, k: int) -> float:
+    """Mean number in M/M/1/K, Σ j P(j) (Kleinrock Vol. 1 Eq. 3.45 in closed form)."""
+    p = mm1k_state_probabilities(lam_rps, mu_rps, k)
+    return float(np.dot(np.arange(k + 1), p))
+
+
+def mm1k_mean_response_s(lam_rps: float, mu_rps: float, k: int) -> float:
+    """Mean response time of the accepted jobs of M/M/1/K: L / (λ (1 − P_K)) by Little's law."""
+    if lam_rps == 0.0:
+        _check("M/M/1/K", mu_rps=mu_rps)
+        return 1.0 / mu_rps
+    p = mm1k_state_probabilities(lam_rps, mu_rps, k)
+    return float(np.dot(np.arange(k + 1), p)) / (lam_rps * float(p[:-1].sum()))
+
+
+def erlang_c(c: int, offered_load: float) -> float:
+    """Erlang C: probability that an arrival to M/M/c waits, offered load a = λ/μ < c
+    (Kleinrock Vol. 1 Eq. 3.40). Evaluated in log space, so c in the thousands is fine."""
+    problems = []
+    if c < 1:
+        problems.append(Problem("c", f"number of servers must be ≥ 1, got {c}"))
+    if not math.isfinite(offered_load) or offered_load < 0:
+        problems.append(Problem("offered_load", f"must be a finite number ≥ 0, got {offered_load}"))
+    if problems:
+        raise InputError("M/M/c", problems)
+    if offered_load >= c:
+        raise InputError(
+            "M/M/c",
+            [Problem("rate", f"unstable: offered load {offered_load:.6g} ≥ c = {c} servers")],
+        )
+    if offered_load == 0.0:
+        return 0.0
+    k = np.arange(c)
+    log_terms = k * math.log(offered_load) - gammaln(k + 1)
+    log_top = c * math.log(offered_load) - gammaln(c + 1) + math.log(c / (c - offered_load))
+    return float(math.exp(log_top - logsumexp(np.append(log_terms, log_top))))
+
+
+def mmc_mean_wait_s(lam_rps: float, mu_rps: float, c: int) -> float:
+    """Mean time in queue of M/M/c FCFS: C(c, a) / (cμ − λ), a = λ/μ (Kleinrock Eq. 3.43)."""
+    _check("M/M/c", lam_rps=lam_rps, mu_rps=mu_rps)
+    return erlang_c(c, lam_rps / mu_rps) / (c * mu_rps - lam_rps)
+
+
+def mmc_mean_response_s(lam_rps: float, mu_rps: float, c: int) -> float:
+    """Mean response time of M/M/c FCFS: wait plus one service time 1/μ."""
+    return mmc_mean_wait_s(lam_rps, mu_rps, c) + 1.0 / mu_rps
+
+
+def little_mean_jobs(throughput_rps: float, mean_response_s: float) -> float:
+    """Little's law L = λW (Little 1961): mean number in a system from its throughput and mean
+    time in system."""
+    _check("Little's law", throughput_rps=throughput_rps, mean_response_s=mean_response_s)
+    return throughput_rps * mean_response_s
+
+
+def little_mean_response_s(mean_jobs: float, throughput_rps: float) -> float:
+    """Little's law W = L/λ: mean time in system from mean number in it and its throughput."""
+    _check("Little's law", mean_jobs=mean_jobs, throughput_rps=throughput_rps)
+    if throughput_rps == 0.0:
+        raise InputError("Little's law", [Problem("throughput_rps", "must be > 0 to divide by")])
+    return mean_jobs / throughput_rps

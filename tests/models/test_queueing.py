@@ -1,0 +1,133 @@
+"""Closed forms of quell.models.queueing: against independent textbook expressions, and against
+the simulator's event core within the confidence interval of its estimate (batch means)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from quell.core.rng import component_rng
+from quell.errors import InputError
+from quell.models.queueing import (
+    erlang_c,
+    little_mean_jobs,
+    little_mean_response_s,
+    mm1_ps_mean_jobs,
+    mm1_ps_mean_response_s,
+    mm1k_blocking_probability,
+    mm1k_mean_jobs,
+    mm1k_mean_response_s,
+    mmc_mean_response_s,
+    mmc_mean_wait_s,
+)
+from quell.sim.core import EventCore
+
+
+def test_mm1_ps() -> None:
+    assert mm1_ps_mean_jobs(3.0, 4.0) == pytest.approx(3.0)
+    assert mm1_ps_mean_response_s(3.0, 4.0) == pytest.approx(1.0)
+    assert little_mean_jobs(3.0, mm1_ps_mean_response_s(3.0, 4.0)) == pytest.approx(3.0)
+
+
+@pytest.mark.parametrize(("rho", "k"), [(0.5, 1), (0.8, 5), (1.0, 7), (2.5, 12)])
+def test_mm1k_against_textbook_form(rho: float, k: int) -> None:
+    if rho == 1.0:
+        block, jobs = 1 / (k + 1), k / 2
+    else:
+        block = (1 - rho) * rho**k / (1 - rho ** (k + 1))
+        jobs = rho / (1 - rho) - (k + 1) * rho ** (k + 1) / (1 - rho ** (k + 1))
+    assert mm1k_blocking_probability(rho, 1.0, k) == pytest.approx(block, rel=1e-12)
+    assert mm1k_mean_jobs(rho, 1.0, k) == pytest.approx(jobs, rel=1e-12)
+    t = mm1k_mean_response_s(rho, 1.0, k)
+    assert t == pytest.approx(little_mean_response_s(jobs, rho * (1 - block)), rel=1e-12)
+
+
+def test_mm1k_huge_capacity_does_not_overflow() -> None:
+    assert mm1k_blocking_probability(3.0, 1.0, 100_000) == pytest.approx(2 / 3, rel=1e-12)
+    assert mm1k_mean_jobs(0.5, 1.0, 100_000) == pytest.approx(1.0, rel=1e-12)
+
+
+def test_erlang_c_known_values() -> None:
+    assert erlang_c(1, 0.7) == pytest.approx(0.7)  # M/M/1: wait with probability ρ
+    assert erlang_c(2, 1.0) == pytest.approx(1 / 3)
+    # c = 4, a = 3: top = 3^4/4! · 4/(4−3) = 13.5; terms 1 + 3 + 4.5 + 4.5 = 13
+    assert erlang_c(4, 3.0) == pytest.approx(13.5 / 26.5)
+    assert 0.0 < erlang_c(2000, 1990.0) < 1.0
+    assert mmc_mean_response_s(3.0, 1.0, 4) == pytest.approx(13.5 / 26.5 + 1.0)
+
+
+@pytest.mark.parametrize(
+    ("call", "fragment"),
+    [
+        (lambda: mm1_ps_mean_jobs(-1.0, 2.0), "lam_rps"),
+        (lambda: mm1_ps_mean_response_s(2.0, 2.0), "unstable"),
+        (lambda: mm1k_mean_jobs(1.0, 0.0, 3), "mu_rps"),
+        (lambda: mm1k_blocking_probability(1.0, 1.0, 0), "capacity must be ≥ 1"),
+        (lambda: erlang_c(0, 1.0), "number of servers"),
+        (lambda: erlang_c(3, 3.0), "unstable"),
+        (lambda: mmc_mean_wait_s(float("nan"), 1.0, 2), "finite"),
+        (lambda: little_mean_response_s(1.0, 0.0), "throughput_rps"),
+    ],
+)
+def test_bad_input_is_a_clear_error(call: object, fragment: str) -> None:
+    with pytest.raises(InputError, match=fragment):
+        call()  # type: ignore[operator]
+
+
+# -- against the simulator ---------------------------------------------------------------------
+BATCHES = 20
+
+
+def simulate(
+    rho: float, n: int, seed: int, workers: int = 1, queue_limit: int | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One instance, μ = 1 per worker, λ = ρ·workers: a PS server for one worker, FCFS workers
+    otherwise. Returns send times, response times (−1 when refused) and sizes in arrival order,
+    the first 5 % dropped as warm-up."""
+    lam = rho * workers
+    arrivals = np.cumsum(component_rng(seed, "models/arrivals").exponential(1 / lam, n))
+    sizes = component_rng(seed, "models/sizes").exponential(1.0, n)
+    core = EventCore()
+    cap = float(workers)
+    if workers == 1:
+        r = core.add_resource(cap)
+        core.add_instance(r, queue_limit=queue_limit)
+    else:
+        r = core.add_resource(cap, 1.0)
+        core.add_instance(r, concurrency_limit=workers)
+    rec = core.run(float(arrivals[-1]) + 1e7, arrivals, sizes)
+    order = np.argsort(rec.start_s, kind="stable")
+    keep = order[n // 20 :]
+    return rec.start_s[keep], rec.rt_s[keep], rec.size_bytes[keep]
+
+
+def batch_ci(values: np.ndarray, confidence: float = 0.99) -> tuple[float, float]:
+    """Mean and half-width of its confidence interval by non-overlapping batch means."""
+    means = np.array([b.mean() for b in np.array_split(values, BATCHES)])
+    half = stats.t.ppf(0.5 + confidence / 2, BATCHES - 1) * means.std(ddof=1) / math.sqrt(BATCHES)
+    return float(means.mean()), float(half)
+
+
+def test_mm1_ps_response_time_within_simulator_ci() -> None:
+    _, rt, _ = simulate(0.6, 400_000, seed=21)
+    mean, half = batch_ci(rt)
+    assert abs(mean - mm1_ps_mean_response_s(0.6, 1.0)) <= half
+    assert half < 0.03 * mean  # the interval is informative
+
+
+def test_mm1k_blocking_within_simulator_ci() -> None:
+    _, rt, _ = simulate(0.9, 400_000, seed=22, queue_limit=6)
+    mean, half = batch_ci((rt < 0).astype(float))
+    assert abs(mean - mm1k_blocking_probability(0.9, 1.0, 6)) <= half
+    ok = rt >= 0
+    t_mean, t_half = batch_ci(rt[ok])
+    assert abs(t_mean - mm1k_mean_response_s(0.9, 1.0, 6)) <= t_half
+
+
+def test_mmc_wait_within_simulator_ci() -> None:
+    _, rt, size = simulate(0.75, 400_000, seed=23, workers=4)
+    mean, half = batch_ci(rt - size)  # each FCFS worker serves 1 byte/s
+    assert abs(mean - mmc_mean_wait_s(3.0, 1.0, 4)) <= half
