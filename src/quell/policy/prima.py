@@ -87,6 +87,9 @@ class PrimaPolicy:
         ids = [i for i in fleet.active if i in obs]
         if not ids:
             return Decision(reason="no serving instance reported")
+        silent = [i for i in ids if obs[i].util_pct is None]
+        if silent:  # a missing utilisation is not a zero one: decide on nothing half-seen
+            return Decision(reason=f"no utilisation from {', '.join(silent)}: holding")
         util = np.array([obs[i].util_pct or 0.0 for i in ids])
         total_u = float(sum(o.util_pct or 0.0 for o in obs.values()))
         self._calibrate(snapshot, ids)

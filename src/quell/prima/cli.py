@@ -153,7 +153,7 @@ def validate_cmd(
         bar.update(task, completed=len(spec.holdout), what="done")
     rows = validate(bundle, cells)
     t = Table(title="RTM and IM on held-out points (cf. PRIMA Table II)")
-    for col in ("U %", "SF", "R ms", "R̂ ms", "error %", "U_total %", "IM⁻¹(SF) %", "error %"):
+    for col in ("U %", "SF", "R ms", "R̂ ms", "error %", "U_total %", "IM(U_total)", "error %"):
         t.add_column(col, justify="right")
     for r in rows:
         t.add_row(
@@ -163,14 +163,18 @@ def validate_cmd(
             f"{r.rt_pred_s * 1e3:.1f}",
             f"{r.rt_error_pct:.1f}",
             f"{r.total_util_pct:.1f}",
-            f"{r.total_pred_pct:.1f}",
-            f"{r.total_error_pct:.1f}" + (" *" if r.clamped else ""),
+            f"{r.sf_pred:.2f}",
+            ("-" if r.sf_error_pct is None else f"{r.sf_error_pct:.1f}")
+            + (" *" if r.clamped else ""),
         )
     out_console.print(t)
     s = summary(rows)
+    sf_err = s["im_sf_mape_pct"]
+    sf_text = "-" if not isinstance(sf_err, float) else f"{sf_err:.1f}"
     out_console.print(
-        f"RTM mean error {s['rtm_mape_pct']:.1f} %, IM mean error {s['im_mape_pct']:.1f} % "
-        f"over {s['points']} points ({s['clamped_points']} clamped, marked *)"
+        f"RTM mean error {s['rtm_mape_pct']:.1f} % over {s['points']} points; IM mean SF error "
+        f"{sf_text} % over the {s['im_sf_points']} with SF ≥ 0.1 "
+        f"({s['clamped_points']} clamped, marked *)"
     )
     (out / "validation.json").write_text(json.dumps(s, indent=1) + "\n")
     if as_json:

@@ -131,14 +131,18 @@ def load_profile_spec(path: Path) -> tuple[ProfileSpec, Scenario]:
                 "interference", f"{spec.interference!r} must be an iperf3 antagonist on {host.id!r}"
             )
         )
-    if base.workload.requests is None or not isinstance(base.workload.arrival, PoissonSpec):
-        problems.append(Problem("scenario", "the base workload must be Poisson requests"))
+    if not isinstance(base.workload.arrival, PoissonSpec):
+        problems.append(Problem("scenario", "the base workload must arrive as a Poisson process"))
     if problems:
         raise InputError(str(path), problems)
     return spec, base
 
 
 def _mean_request_bytes(base: Scenario) -> float:
+    """Bytes per arrival: a request's file, or a whole video for video sessions (each session
+    streams its video to the end, so in steady state bytes/s = session rate × video size)."""
+    if base.workload.sessions is not None:
+        return float(base.workload.sessions.mean_video_bytes)
     sizes = {f.path: f.size_bytes for f in base.files}
     reqs = base.workload.requests or []
     total_w = sum(r.weight for r in reqs)

@@ -65,8 +65,8 @@ def summary(rows: list[ValidationRow]) -> dict[str, object]:
     return {
         "points": len(rows),
         "rtm_mape_pct": float(np.mean([r.rt_error_pct for r in rows])) if rows else None,
-        "im_mape_pct": float(np.mean([r.total_error_pct for r in rows])) if rows else None,
         "im_sf_mape_pct": float(np.mean(sf_err)) if sf_err else None,
+        "im_total_mape_pct": float(np.mean([r.total_error_pct for r in rows])) if rows else None,
         "im_sf_points": len(sf_err),
         "clamped_points": sum(r.clamped for r in rows),
         "rows": [
