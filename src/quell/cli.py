@@ -77,8 +77,13 @@ def emit_summary(summary: dict[str, Any], as_json: bool) -> None:
 
 @scenario_app.command("check")
 def scenario_check(path: ScenarioArg) -> None:
-    """Validate a scenario file and list every problem found."""
+    """Validate a scenario file (and the policies it names, with their model files) and list
+    every problem found."""
+    from quell.policy import build_policy
+
     s = load_scenario(path)
+    for spec in [s.policy, *s.compare]:
+        build_policy(spec, s, path.parent)
     out_console.print(
         f"[green]ok[/]: {s.name}: {len(s.hosts)} host(s), {len(s.instances)} instance(s), "
         f"{len(s.phases())} phase(s), {s.duration_s:g} s"
