@@ -13,14 +13,17 @@ import argparse
 import asyncio
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Generic, TextIO, TypeVar
 
 import numpy as np
 
 from quell.lab.balancer import SERVER_HEADER
 from quell.store.run import RequestRecord
+
+T = TypeVar("T")
 
 CSV_FIELDS = ("send_s", "latency_s", "status", "bytes", "server", "error")
 
@@ -44,15 +47,17 @@ def parse_line(line: str) -> RequestRecord | None:
         return None
 
 
-class RecordTail:
-    """Reads the complete lines appended to the generator's output since the last call."""
+class LineTail(Generic[T]):
+    """Reads the complete lines appended to a growing CSV file since the last call, parsed
+    by ``parse`` (lines it rejects with None are skipped)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, parse: Callable[[str], T | None]) -> None:
         self.path = path
+        self.parse = parse
         self._offset = 0
         self._partial = ""
 
-    def read(self) -> list[RequestRecord]:
+    def read(self) -> list[T]:
         try:
             with open(self.path) as f:
                 f.seek(self._offset)
@@ -63,7 +68,12 @@ class RecordTail:
         data = self._partial + data
         lines = data.split("\n")
         self._partial = lines.pop()
-        return [r for r in map(parse_line, lines) if r is not None]
+        return [r for r in map(self.parse, lines) if r is not None]
+
+
+def record_tail(path: Path) -> LineTail[RequestRecord]:
+    """Reads the request records the generator appended since the last call."""
+    return LineTail(path, parse_line)
 
 
 @dataclass
