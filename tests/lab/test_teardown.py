@@ -35,6 +35,8 @@ SCENARIO = {
         {"id": "net", "kind": "iperf3", "host": "h2", "streams": 1},
     ],
     "events": [{"at_s": 1, "phase": "noisy", "start": ["cpu", "net"]}],
+    # the probe adds a server per instance and a client process: they must go too
+    "probe": {"period_s": 1, "size_bytes": 50000},
 }
 
 
@@ -63,6 +65,7 @@ def wait_for_load(runs: Path, proc: subprocess.Popen[bytes], timeout_s: float = 
                 and csv.stat().st_size > 2000
                 and (logs / "stress-ng-cpu.log").exists()
                 and (logs / "iperf3-net.log").exists()
+                and (run_dir / "probes.csv").exists()
             ):
                 time.sleep(1.0)
                 return run_dir

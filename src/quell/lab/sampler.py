@@ -3,7 +3,8 @@
 Reads, for each instance: its cgroup's CPU time and PSI, the run-queue wait of its server
 processes (schedstat summed over every thread), its interface counters (from inside its
 namespace), HAProxy's view of it, and the client-side latencies of the requests it answered.
-Host-wide: steal time from /proc/stat. Cumulative counters become interval values through
+Host-wide: steal time from /proc/stat, and each lab host's total link utilisation from its
+uplink's transmit counter. Cumulative counters become interval values through
 ``CounterDelta``, which refuses to difference across a process restart or a counter reset."""
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ from quell.signals.procfs import (
 from quell.store.run import RequestRecord
 
 PSI_RESOURCES = ("cpu", "memory", "io")
+LINK_UTIL_KEY = "link_util_pct"
+"""``Observation.extra`` key: everything the instance's host sent through its shaped uplink in
+the interval (its instances, their probes, network antagonists), in % of the link's rate."""
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,17 @@ class InstanceProbe:
     link_mbit: float | None
     cpu_count: int
     interface: str = "eth0"
+    host: str | None = None
+    """The lab host the instance runs on, whose uplink counter ``links`` carries."""
+
+
+@dataclass(frozen=True)
+class LinkReading:
+    """One host's shaped uplink: bytes sent through it so far (None: unreadable) and its rate."""
+
+    host: str
+    tx_bytes: int | None
+    link_mbit: float
 
 
 def latency_stats(records: Sequence[RequestRecord]) -> dict[str, float | None]:
@@ -65,9 +80,16 @@ class Sampler:
         d = self._delta.update(key, value, gen)
         return None if d is None or dt <= 0 else d / dt
 
-    def prime(self, instances: Iterable[InstanceProbe]) -> None:
-        """Take a first reading so the first interval already has deltas."""
-        self.sample(0.0, 1.0, list(instances), {}, [])
+    def prime(
+        self,
+        instances: Iterable[InstanceProbe],
+        links: Sequence[LinkReading] = (),
+        host_counters: bool = True,
+    ) -> None:
+        """Take a first reading so the first interval already has deltas. With
+        ``host_counters`` False only the instances' counters are read (an instance joining
+        mid-run must not shorten the interval of the host-wide ones)."""
+        self.sample(0.0, 1.0, list(instances), {}, [], links, host_counters=host_counters)
 
     def sample(
         self,
@@ -76,12 +98,25 @@ class Sampler:
         instances: Sequence[InstanceProbe],
         lb: Mapping[str, ServerStat],
         records: Sequence[RequestRecord],
+        links: Sequence[LinkReading] = (),
+        extra: Mapping[str, Mapping[str, float]] | None = None,
+        host_counters: bool = True,
     ) -> Snapshot:
+        """One snapshot. ``links``: the hosts' uplink counters, from which each instance gets
+        its host's ``link_util_pct``; ``extra``: per-instance values for ``Observation.extra``."""
         dt = interval_s
-        cpu = read_cpu_times(self.proc_root)
-        steal_rate = self._rate("host/steal", cpu.steal, dt)
-        total_rate = self._rate("host/total", cpu.total, dt)
-        steal = steal_rate / total_rate if steal_rate is not None and total_rate else None
+        steal = None
+        link_util: dict[str, float] = {}
+        if host_counters:
+            cpu = read_cpu_times(self.proc_root)
+            steal_rate = self._rate("host/steal", cpu.steal, dt)
+            total_rate = self._rate("host/total", cpu.total, dt)
+            steal = steal_rate / total_rate if steal_rate is not None and total_rate else None
+            for link in links:
+                sent = float(link.tx_bytes) if link.tx_bytes is not None else None
+                rate = self._rate(("link", link.host), sent, dt)
+                if rate is not None:
+                    link_util[link.host] = rate * 8 / (link.link_mbit * 1e6) * 100.0
         by_server: dict[str, list[RequestRecord]] = {}
         for r in records:
             by_server.setdefault(r.server, []).append(r)
@@ -124,11 +159,14 @@ class Sampler:
             ok = [r for r in recs if 200 <= r.status < 400]
             stats = latency_stats(recs)
             stat = lb.get(iid)
-            extra: dict[str, float] = {}
+            more: dict[str, float] = {}
             if stat is not None:
-                extra = {"lb_sessions": float(stat.scur), "lb_queue": float(stat.qcur)}
+                more = {"lb_sessions": float(stat.scur), "lb_queue": float(stat.qcur)}
                 if stat.rtime_ms is not None:
-                    extra["lb_rtime_ms"] = float(stat.rtime_ms)
+                    more["lb_rtime_ms"] = float(stat.rtime_ms)
+            if inst.host in link_util:
+                more[LINK_UTIL_KEY] = link_util[inst.host]
+            more.update((extra or {}).get(iid, {}))
             out[iid] = Observation(
                 time_s=time_s,
                 instance_id=iid,
@@ -150,6 +188,6 @@ class Sampler:
                 net_tx_bytes=tx,
                 util_pct=util,
                 weight=stat.weight if stat is not None else None,
-                extra=extra,
+                extra=more,
             )
         return Snapshot(time_s=time_s, environment="lab", instances=out)

@@ -18,6 +18,8 @@ from quell.scenario.model import FileSpec, Instance
 
 WEB_USER = "www-data"
 PORT = 80
+PROBE_PORT = 8081
+"""Where each instance's probe server listens, on the instance's own address."""
 
 
 @dataclass(frozen=True)
@@ -74,18 +76,18 @@ def _logs_dir(base: Path) -> Path:
     return logs
 
 
-def lighttpd_files(base: Path, docroot: Path, addr: str, inst: Instance) -> ServerFiles:
+def _lighttpd(base: Path, docroot: Path, addr: str, port: int, max_connections: int) -> ServerFiles:
     logs = _logs_dir(base)
     config = base / "lighttpd.conf"
     config.write_text(
         f"""server.document-root = "{docroot}"
 server.bind = "{addr}"
-server.port = {PORT}
+server.port = {port}
 server.errorlog = "{logs}/error.log"
 server.username = "{WEB_USER}"
 server.groupname = "{WEB_USER}"
-server.max-connections = 4096
-server.max-fds = 8192
+server.max-connections = {max_connections}
+server.max-fds = {2 * max_connections}
 server.max-keep-alive-idle = 5
 server.max-keep-alive-requests = 1000
 server.max-worker = 0
@@ -94,6 +96,16 @@ mimetype.assign = (".html" => "text/html", ".txt" => "text/plain", "" => "applic
 """
     )
     return ServerFiles(config, ("lighttpd", "-D", "-f", str(config)))
+
+
+def lighttpd_files(base: Path, docroot: Path, addr: str, inst: Instance) -> ServerFiles:
+    return _lighttpd(base, docroot, addr, PORT, 4096)
+
+
+def probe_server_files(base: Path, docroot: Path, addr: str) -> ServerFiles:
+    """The instance's probe server: lighttpd on ``PROBE_PORT``, serving the probe file."""
+    base.mkdir(parents=True, exist_ok=True)
+    return _lighttpd(base, docroot, addr, PROBE_PORT, 64)
 
 
 def nginx_files(base: Path, docroot: Path, addr: str, inst: Instance) -> ServerFiles:
