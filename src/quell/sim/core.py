@@ -215,6 +215,11 @@ class EventCore:
     def set_capacity(self, resource: int, capacity_bytes_per_s: float) -> None:
         self.r_cap_[resource] = capacity_bytes_per_s
 
+    @staticmethod
+    def capacity_code(resource: int) -> int:
+        """The ``change_instance`` value of a capacity change of ``resource`` in ``run``."""
+        return -resource - 1
+
     def set_concurrency_limit(self, instance: int, limit: int | None) -> None:
         self.i_climit_[instance] = NO_LIMIT if limit is None else limit
         while (
@@ -248,8 +253,10 @@ class EventCore:
         change_instance: NDArray[np.int64] = _EMPTY_I,
         change_factor: NDArray[np.float64] = _EMPTY_F,
     ) -> Records:
-        """Advance to ``t_end_s``. Arrivals, probes and factor changes are sorted and lie in
-        ``[now, t_end_s)``; a change sets instance i's slowdown factor (work multiplier)."""
+        """Advance to ``t_end_s``. Arrivals, probes and changes are sorted and lie in
+        ``[now, t_end_s)``. A change with ``change_instance = i >= 0`` sets instance i's slowdown
+        factor (work multiplier) to ``change_factor``; one with ``capacity_code(r)`` sets
+        resource r's capacity (bytes/s) to it."""
         n_max = arrival_s.size + probe_s.size + int(self.r_n_.sum()) + int(self.i_wait_.sum())
         out = (
             np.empty(n_max, dtype=np.int64),

@@ -1,4 +1,5 @@
-"""The compiled event core: one pass over time-ordered arrivals, departures and factor changes.
+"""The compiled event core: one pass over time-ordered arrivals, departures and changes (of an
+instance's slowdown factor or a resource's capacity).
 
 Design for speed:
 
@@ -327,6 +328,9 @@ def run_segment(
 ) -> int:
     """Run from the current state up to ``t_end``; returns ``OK`` or ``NEED_SPACE``.
 
+    A change with ``chg_inst[k] >= 0`` sets that instance's slowdown factor to
+    ``chg_factor[k]``; one with ``chg_inst[k] = -(r + 1)`` sets resource r's capacity to it.
+
     ``cursor`` = [next arrival, next probe, next change, output records written], updated in
     place so that a call after ``NEED_SPACE`` resumes exactly. ``scalars`` = [stride pass,
     leastconn sequence]; ``iscal`` = [job pool used, queue pool used]. Output records are
@@ -466,25 +470,34 @@ def run_segment(
             rekey_res = True
             rekey_inst = leastconn and sk1[i] < np.inf
         elif tc == tmin:
-            # ---- slowdown factor change: rescale the remaining work of the instance's jobs
             t = tc
             i = chg_inst[ic]
             f_new = chg_factor[ic]
             ic += 1
-            r = i_res[i]
-            _advance(r_cap, r_jobcap, r_perm, r_n, r_vtime, r_tlast, r_busy, r, t)
-            ratio = f_new / i_factor[i]
-            n = r_n[r]
-            if ratio != 1.0 and n > 0:
-                o = r_off[r]
-                v = r_vtime[r]
-                for k in range(o, o + n):
-                    if jinst[k] == i or jinst[k] == -i - 1:
-                        jtag[k] = v + (jtag[k] - v) * ratio
-                for p in range(n // 2 - 1, -1, -1):
-                    _jh_sift_down(jtag, jstart, jinst, jsize, o, p, n)
-            i_factor[i] = f_new
-            rekey_res = True
+            if i < 0:
+                # ---- capacity change of resource -i - 1 (a neighbour on the host's link):
+                # the virtual clock runs at the old rate up to t, at the new one after
+                r = -i - 1
+                _advance(r_cap, r_jobcap, r_perm, r_n, r_vtime, r_tlast, r_busy, r, t)
+                r_cap[r] = f_new
+                rate[r] = min(f_new / (r_n[r] + r_perm[r]), r_jobcap[r])
+                rekey_res = True
+            else:
+                # ---- slowdown factor change: rescale the remaining work of the instance's jobs
+                r = i_res[i]
+                _advance(r_cap, r_jobcap, r_perm, r_n, r_vtime, r_tlast, r_busy, r, t)
+                ratio = f_new / i_factor[i]
+                n = r_n[r]
+                if ratio != 1.0 and n > 0:
+                    o = r_off[r]
+                    v = r_vtime[r]
+                    for k in range(o, o + n):
+                        if jinst[k] == i or jinst[k] == -i - 1:
+                            jtag[k] = v + (jtag[k] - v) * ratio
+                    for p in range(n // 2 - 1, -1, -1):
+                        _jh_sift_down(jtag, jstart, jinst, jsize, o, p, n)
+                i_factor[i] = f_new
+                rekey_res = True
         else:
             # ---- arrival: a probe straight to its instance, or a request through the balancer
             probe = tp == tmin
