@@ -58,6 +58,25 @@ class OnOffSlowdown(_Strict):
 Slowdown = Annotated[ScheduledSlowdown | OnOffSlowdown, Field(discriminator="kind")]
 
 
+class HostInterference(_Strict):
+    """A co-located neighbour on each of ``hosts`` that, while on, takes ``bitrate_mbit`` of the
+    host's link (like iperf3 with a bitrate: the link's capacity for everyone else drops by that
+    much, at most to 5 %). Each host switches on and off independently, from its own random
+    stream; several sources on one host add up. Instances added later on a host suffer it too.
+    """
+
+    hosts: Annotated[list[str], Field(min_length=1)] | None = None
+    """Host ids (each needs ``link_mbit``); ``None`` means every host of the scenario."""
+    bitrate_mbit: Annotated[float, Field(gt=0, le=100_000)]
+    on_seconds: Seconds
+    """Mean (exponential) or exact (fixed) length of an on period."""
+    off_seconds: Seconds
+    durations: Literal["exponential", "fixed"] = "exponential"
+    start: Literal["stationary", "on", "off"] = "stationary"
+    """State at time 0: ``stationary`` draws it (on with probability on / (on + off)) and the
+    time left in it as if the source had been running for ever, so hosts are out of step."""
+
+
 class ServiceModel(_Strict):
     discipline: Literal["ps", "fcfs"] = "ps"
     """Processor sharing (default) or first-come-first-served with ``workers`` servers."""
@@ -72,10 +91,8 @@ class ServiceModel(_Strict):
     slowdown: list[Slowdown] = []
     stress_ng_slowdown_per_worker: Annotated[float, Field(ge=0, le=100)] = 0.5
     """While a stress-ng antagonist runs on a host, its instances are 1 + this × workers slower."""
-    boot_seconds: Annotated[float, Field(ge=0, le=3600)] = 30.0
-    """Delay before an added instance takes requests."""
-    probe_bytes: Annotated[int, Field(ge=0)] = 20_000
-    """Size of the probe request sent to every instance once per interval (0: no probe)."""
+    interference: list[HostInterference] = []
+    """Neighbours that take part of hosts' links, on and off at random (see ``HostInterference``)."""
     dispatch: Literal["weighted_rr", "plain_rr", "leastconn"] | None = None
     """Override the load balancer's algorithm: ``None`` follows ``load_balancer.algorithm``
     (roundrobin = weighted round robin as in HAProxy)."""

@@ -1,10 +1,17 @@
 """``SimEnvironment``: the simulator behind the same ``Environment`` protocol as the lab.
 
 Every host with ``link_mbit`` is one processor-sharing resource (its link) shared by all its
-instances and by the streams of a running iperf3 antagonist (k streams = k jobs that never
-finish). An instance on a host without a link rate has its own resource of
-``service.capacity_bytes_per_s``. Time is virtual: ``observe`` runs the event core up to
-``clock.now()`` and summarises the interval that just ended."""
+instances, their probes and the streams of a running iperf3 antagonist (k streams = k jobs that
+never finish). A neighbour with a bitrate (iperf3 ``bitrate_mbit`` or ``service.interference``)
+takes that much of the link's capacity instead. An instance on a host without a link rate has
+its own resource of ``service.capacity_bytes_per_s``. Time is virtual: ``observe`` runs the
+event core up to ``clock.now()`` and summarises the interval that just ended.
+
+What the lab and the simulator agree on: an added instance is in snapshots once it serves
+(after ``scaling.boot_s``); a removed one is reported until it has drained, then disappears;
+``extra["probe_rt_seconds"]`` is the latest probe completed in the interval (``scenario.probe``)
+and ``extra["link_util_pct"]`` the work done on the instance's host link in the interval by
+everyone on it, neighbours included, as a share of the link's capacity."""
 
 from __future__ import annotations
 
@@ -23,7 +30,12 @@ from quell.errors import InputError, Problem
 from quell.scenario.model import Event, Fio, Iperf3, Scenario, StressNg
 from quell.scenario.service import ServiceModel
 from quell.sim.core import Algorithm, EventCore, Records
-from quell.sim.service import draw_sizes, slowdown_changes
+from quell.sim.service import (
+    MAX_TAKEN_SHARE,
+    draw_sizes,
+    interference_changes,
+    slowdown_changes,
+)
 from quell.store.run import RequestRecord
 from quell.workload.schedule import RequestSchedule, build_schedule
 
@@ -31,6 +43,13 @@ log = logging.getLogger(__name__)
 
 AUTO_LOG_MAX_REQUESTS = 500_000
 _QUANTILES = (0.50, 0.95, 0.99)
+DEFAULT_BOOT_S = 30.0
+"""Delay of ``AddInstance`` when the scenario has no ``scaling`` section."""
+PROBE_KEY = "probe_rt_seconds"
+LINK_UTIL_KEY = "link_util_pct"
+
+# instance states
+BOOTING, SERVING, DRAINING, GONE = 0, 1, 2, 3
 
 
 class SimEnvironment:
@@ -56,27 +75,47 @@ class SimEnvironment:
         self.clock = VirtualClock()
         svc = scenario.service or ServiceModel()
         self.service_ = svc
+        self.boot_s_ = scenario.scaling.boot_s if scenario.scaling else DEFAULT_BOOT_S
         self.schedule_ = schedule if schedule is not None else build_schedule(scenario, base_dir)
         self.sizes_bytes_ = draw_sizes(svc.size, self.schedule_.size_bytes, scenario.seed)
         algorithm: Algorithm = svc.dispatch or (
             "leastconn" if scenario.load_balancer.algorithm == "leastconn" else "weighted_rr"
         )
         self.core_ = EventCore(algorithm)
+        # resources: nominal capacity, and what neighbours with a bitrate take of it
+        self._nominal = np.empty(0)
+        self._ip_taken = np.empty(0)
+        """bytes/s taken by running iperf3 antagonists with a bitrate, per resource"""
+        self._interf = np.empty(0)
+        """bytes/s taken by ``service.interference`` sources that are on, per resource"""
+        self._taken = np.empty(0)
+        """bytes/s taken in all (capped), the area under it since the last snapshot, and the time
+        the area was brought up to; ``_fill``: work of unlimited iperf3 streams"""
+        self._taken_area = np.empty(0)
+        self._taken_t = np.empty(0)
+        self._fill = np.empty(0)
         self._host_resource: dict[str, int] = {}
-        self._host_capacity: dict[str, float] = {}
         for h in scenario.hosts:
             if h.link_mbit is not None:
-                cap = h.link_mbit * 1e6 / 8.0
-                self._host_capacity[h.id] = cap
-                self._host_resource[h.id] = self.core_.add_resource(cap, self._job_cap())
+                self._host_resource[h.id] = self._new_resource(h.link_mbit * 1e6 / 8.0)
+        # instances
         self.instance_ids_: list[str] = []
         self._index: dict[str, int] = {}
+        self._state: list[int] = []
         self._host_of: list[str] = []
         self._capacity: list[float] = []
         self._slow: list[float] = []
         self._cpu: list[float] = []
-        self._reported: list[bool] = []
         self._dropped: list[int] = []
+        self._probe_rt = np.empty(0)
+        self._last_work = np.empty(0)
+        self._last_rej = np.empty(0, dtype=np.int64)
+        self._probe_phase = np.empty(0)
+        self._probe_next = np.empty(0)
+        """time of each instance's next probe (``inf``: not probing: booting, removed, no probe)"""
+        self._probe_rng = component_rng(scenario.seed, "sim/probes")
+        self._running: set[str] = set()
+        self._booting: dict[int, float] = {}
         problems: list[Problem] = []
         for k, inst in enumerate(scenario.instances):
             if inst.host not in self._host_resource and svc.capacity_bytes_per_s is None:
@@ -87,9 +126,20 @@ class SimEnvironment:
                     )
                 )
                 continue
-            self._add(inst.id, inst.host, inst.weight, inst.maxconn, eligible=True)
+            i = self._add(inst.id, inst.host, inst.weight, inst.maxconn, serving=True)
+            self._start_probes(i, 0.0)
+        try:
+            it_t, it_h, it_level = interference_changes(
+                svc.interference, scenario.hosts, scenario.duration_s, scenario.seed
+            )
+        except InputError as exc:
+            problems.extend(exc.problems)
+            it_t, it_h, it_level = np.empty(0), np.empty(0, dtype=np.int64), np.empty(0)
         if problems:
             raise InputError(scenario.name, problems)
+        host_res = np.asarray([self._host_resource.get(h.id, -1) for h in scenario.hosts])
+        self._it_t, self._it_r, self._it_level = it_t, host_res[it_h], it_level
+        self._it_cursor = 0
         ct, ci, cf = slowdown_changes(
             svc.slowdown, self.instance_ids_, scenario.duration_s, scenario.seed
         )
@@ -97,23 +147,17 @@ class SimEnvironment:
         self._chg_cursor = 0
         self._now_changes: list[tuple[int, float]] = []
         self._arr_cursor = 0
-        self._booting: dict[int, float] = {}
-        self._running: set[str] = set()
-        self._probe_rng = component_rng(scenario.seed, "sim/probes")
-        self._probe_t = np.empty(0)
-        self._probe_i = np.empty(0, dtype=np.int64)
         self._pending: list[Records] = []
-        self._probe_rt = np.full(self.core_.n_instances, np.nan)
         self._last_obs_s = 0.0
-        self._last_work = np.zeros(self.core_.n_instances)
-        self._last_rej = np.zeros(self.core_.n_instances, dtype=np.int64)
         self.lb_refused_total_ = 0
+        self.capacity_log_: list[NDArray[np.float64]] = []
+        """Per snapshot: each link host's mean capacity left by neighbours with a bitrate over
+        the interval (bytes/s, in ``scenario.hosts`` order; NaN for hosts without a link)."""
         mode = svc.request_log
         self.request_log_ = mode == "on" or (
             mode == "auto" and len(self.schedule_) <= AUTO_LOG_MAX_REQUESTS
         )
         self._log: list[Records] = []
-        self._schedule_probes(0.0, scenario.interval_s)
 
     # -- building ----------------------------------------------------------------------------
     def _job_cap(self) -> float:
@@ -122,15 +166,26 @@ class SimEnvironment:
             return svc.capacity_bytes_per_s / svc.workers
         return float("inf")
 
-    def _add(self, iid: str, host: str, weight: int, maxconn: int | None, eligible: bool) -> int:
+    def _new_resource(self, capacity: float) -> int:
+        r = self.core_.add_resource(capacity, self._job_cap())
+        self._nominal = np.append(self._nominal, capacity)
+        self._ip_taken = np.append(self._ip_taken, 0.0)
+        self._interf = np.append(self._interf, 0.0)
+        self._taken = np.append(self._taken, 0.0)
+        self._taken_area = np.append(self._taken_area, 0.0)
+        self._taken_t = np.append(self._taken_t, self.core_.now_s_)
+        self._fill = np.append(self._fill, 0.0)
+        return r
+
+    def _add(self, iid: str, host: str, weight: int, maxconn: int | None, serving: bool) -> int:
         svc = self.service_
         if host in self._host_resource:
             r = self._host_resource[host]
-            cap = self._host_capacity[host]
+            cap = float(self._nominal[r])
         else:
             assert svc.capacity_bytes_per_s is not None
             cap = svc.capacity_bytes_per_s
-            r = self.core_.add_resource(cap, self._job_cap())
+            r = self._new_resource(cap)
         maxconn = maxconn or self.scenario.load_balancer.maxconn_per_server
         limits = [x for x in (maxconn, svc.workers if svc.discipline == "fcfs" else None) if x]
         i = self.core_.add_instance(
@@ -138,19 +193,30 @@ class SimEnvironment:
             weight=weight,
             concurrency_limit=min(limits) if limits else None,
             queue_limit=svc.queue_limit,
-            eligible=eligible,
+            eligible=serving,
         )
         self.instance_ids_.append(iid)
         self._index[iid] = i
+        self._state.append(SERVING if serving else BOOTING)
         self._host_of.append(host)
         self._capacity.append(cap)
         self._slow.append(1.0)
         self._cpu.append(self._cpu_factor(host))
-        self._reported.append(True)
         self._dropped.append(0)
+        self._probe_rt = np.append(self._probe_rt, np.nan)
+        self._last_work = np.append(self._last_work, 0.0)
+        self._last_rej = np.append(self._last_rej, 0)
+        probe = self.scenario.probe
+        phase = self._probe_rng.uniform(0.0, probe.period_s) if probe else np.inf
+        self._probe_phase = np.append(self._probe_phase, phase)
+        self._probe_next = np.append(self._probe_next, np.inf)
         if self._cpu[-1] != 1.0:
             self.core_.i_factor_[i] = self._cpu[-1]
         return i
+
+    def _start_probes(self, i: int, serving_from_s: float) -> None:
+        """Instance i's probes: one per ``probe.period_s`` from ``serving_from_s`` + its phase."""
+        self._probe_next[i] = serving_from_s + self._probe_phase[i]
 
     def _cpu_factor(self, host: str) -> float:
         per = self.service_.stress_ng_slowdown_per_worker
@@ -161,53 +227,109 @@ class SimEnvironment:
         )
         return 1.0 + per * workers
 
-    def _schedule_probes(self, start_s: float, interval_s: float) -> None:
-        if self.service_.probe_bytes <= 0:
-            return
-        live = [i for i in range(self.core_.n_instances) if self._reported[i]]
-        t = start_s + self._probe_rng.uniform(0.0, interval_s, size=len(live))
-        order = np.argsort(t, kind="stable")
-        self._probe_t = np.concatenate([self._probe_t, t[order]])
-        self._probe_i = np.concatenate([self._probe_i, np.asarray(live, dtype=np.int64)[order]])
+    # -- what neighbours take of a link --------------------------------------------------------
+    def _set_taken(self, r: int, t: float) -> float:
+        """Make resource r's taken capacity follow its iperf3 and interference levels from
+        ``t`` on; returns the capacity left for the instances."""
+        new = min(self._ip_taken[r] + self._interf[r], MAX_TAKEN_SHARE * self._nominal[r])
+        self._taken_area[r] += self._taken[r] * (t - self._taken_t[r])
+        self._taken_t[r] = t
+        self._taken[r] = new
+        return float(self._nominal[r] - new)
+
+    def _flush_taken(self, t: float) -> None:
+        self._taken_area += self._taken * (t - self._taken_t)
+        self._taken_t[:] = t
+
+    def _interference_until(
+        self, t_next: float
+    ) -> tuple[NDArray[np.float64], NDArray[np.int64], NDArray[np.float64]]:
+        """The capacity changes of ``service.interference`` in ``[now, t_next)``."""
+        k0 = self._it_cursor
+        k1 = int(np.searchsorted(self._it_t, t_next, side="left"))
+        self._it_cursor = k1
+        times = self._it_t[k0:k1]
+        res = self._it_r[k0:k1]
+        caps = np.empty(times.size)
+        for k, (t, r, level) in enumerate(
+            zip(times.tolist(), res.tolist(), self._it_level[k0:k1].tolist(), strict=True)
+        ):
+            self._interf[r] = level
+            caps[k] = self._set_taken(r, t)
+        return times, np.asarray([EventCore.capacity_code(r) for r in res.tolist()]), caps
+
+    # -- probes ------------------------------------------------------------------------------
+    def _probes_until(self, t_next: float) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+        """Probe times in ``[now, t_next)`` and their instances, sorted by time."""
+        probe = self.scenario.probe
+        due = np.flatnonzero(self._probe_next < t_next)
+        if probe is None or due.size == 0:
+            return np.empty(0), np.empty(0, dtype=np.int64)
+        period = probe.period_s
+        first = self._probe_next[due]
+        count = np.floor((t_next - first) / period).astype(np.int64) + 1
+        count -= (first + (count - 1) * period >= t_next).astype(np.int64)  # float edge
+        self._probe_next[due] = first + count * period
+        k = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
+        times = np.repeat(first, count) + k * period
+        inst = np.repeat(due, count)
+        order = np.argsort(times, kind="stable")
+        return times[order], inst[order]
 
     # -- running -----------------------------------------------------------------------------
     def _advance(self, t_s: float) -> None:
         core = self.core_
         times = self.schedule_.times_s
+        size = float(self.scenario.probe.size_bytes) if self.scenario.probe else 0.0
         while core.now_s_ < t_s:
-            boots = [b for b in self._booting.values() if b > core.now_s_]
+            t_prev = core.now_s_
+            boots = [b for b in self._booting.values() if b > t_prev]
             t_next = min([t_s, *boots])
             a0 = self._arr_cursor
             a1 = int(np.searchsorted(times, t_next, side="left"))
-            p1 = int(np.searchsorted(self._probe_t, t_next, side="left"))
+            pt, pi = self._probes_until(t_next)
             c0 = self._chg_cursor
             c1 = int(np.searchsorted(self._chg_t, t_next, side="left"))
             ci = self._chg_i[c0:c1]
             cf = self._chg_f[c0:c1] * np.asarray(self._cpu)[ci] if c1 > c0 else self._chg_f[c0:c1]
+            ct = self._chg_t[c0:c1]
             if self._now_changes:
                 now_i = np.asarray([i for i, _ in self._now_changes], dtype=np.int64)
                 now_f = np.asarray([f for _, f in self._now_changes])
-                ct = np.concatenate([np.full(now_i.size, core.now_s_), self._chg_t[c0:c1]])
+                ct = np.concatenate([np.full(now_i.size, t_prev), ct])
                 ci = np.concatenate([now_i, ci])
                 cf = np.concatenate([now_f, cf])
                 self._now_changes = []
-            else:
-                ct = self._chg_t[c0:c1]
+            it_t, it_c, it_f = self._interference_until(t_next)
+            if it_t.size:
+                ct = np.concatenate([ct, it_t])
+                order = np.argsort(ct, kind="stable")
+                ct = ct[order]
+                ci = np.concatenate([ci, it_c])[order]
+                cf = np.concatenate([cf, it_f])[order]
+            streams = self.core_.r_perm_ > 0
+            work0 = core.i_work_.copy() if streams.any() else None
+            area0 = self._taken_area.copy() if work0 is not None else None
             rec = core.run(
                 t_next,
                 times[a0:a1],
                 self.sizes_bytes_[a0:a1],
-                self._probe_t[:p1],
-                self._probe_i[:p1],
-                np.full(p1, float(self.service_.probe_bytes)),
+                pt,
+                pi,
+                np.full(pt.size, size),
                 ct,
                 ci,
                 cf,
             )
+            self._flush_taken(t_next)
+            if work0 is not None and area0 is not None:
+                # unlimited iperf3 streams take all the link the instances leave
+                done = np.bincount(core.i_res_, core.i_work_ - work0, minlength=streams.size)
+                left = self._nominal * (t_next - t_prev) - (self._taken_area - area0) - done
+                self._fill += np.where(streams, np.maximum(left, 0.0), 0.0)
             for i, f in zip(self._chg_i[c0:c1], self._chg_f[c0:c1], strict=True):
                 self._slow[int(i)] = float(f)
             self._arr_cursor, self._chg_cursor = a1, c1
-            self._probe_t, self._probe_i = self._probe_t[p1:], self._probe_i[p1:]
             self._pending.append(rec)
             if self.request_log_:
                 self._log.append(rec)
@@ -216,6 +338,8 @@ class SimEnvironment:
             for i, ready in list(self._booting.items()):
                 if ready <= core.now_s_:
                     core.set_eligible(i, True)
+                    self._state[i] = SERVING
+                    self._start_probes(i, ready)
                     del self._booting[i]
 
     def observe(self) -> Snapshot:
@@ -224,8 +348,25 @@ class SimEnvironment:
         interval = t - self._last_obs_s
         snap = self._snapshot(t, interval)
         self._last_obs_s = t
-        self._schedule_probes(t, self.scenario.interval_s)
         return snap
+
+    def _link_util(self, interval: float) -> NDArray[np.float64]:
+        """Per resource: % of its nominal capacity used in the interval by everyone on it."""
+        core = self.core_
+        work = np.bincount(
+            core.i_res_, core.i_work_ - self._last_work, minlength=self._nominal.size
+        )
+        total = work + self._taken_area + self._fill
+        avail = self._nominal - self._taken_area / interval if interval > 0 else self._nominal
+        self.capacity_log_.append(
+            np.asarray([avail[self._host_resource[h.id]] if h.id in self._host_resource
+                        else np.nan for h in self.scenario.hosts])
+        )  # fmt: skip
+        self._taken_area[:] = 0.0
+        self._fill[:] = 0.0
+        if interval <= 0:
+            return np.full(self._nominal.size, np.nan)
+        return np.asarray(100.0 * total / (self._nominal * interval))
 
     def _snapshot(self, t: float, interval: float) -> Snapshot:
         core = self.core_
@@ -253,6 +394,7 @@ class SimEnvironment:
             quant[k, has] = rt_sorted[base + lo] * (1 - frac) + rt_sorted[base + hi] * frac
         rej = core.i_rej_ - self._last_rej
         self._last_rej = core.i_rej_.copy()
+        link_util = self._link_util(interval)
         work = core.i_work_ - self._last_work
         self._last_work = core.i_work_.copy()
         probe_rt = self._probe_rt
@@ -260,11 +402,14 @@ class SimEnvironment:
         in_system = core.in_system()
         out: dict[str, Observation] = {}
         for i in range(n):
-            if not self._reported[i]:
+            state = self._state[i]
+            if state not in (SERVING, DRAINING):
                 continue
             c = int(counts[i])
             util = 100.0 * work[i] / (self._capacity[i] * interval) if interval > 0 else None
-            extra = {} if np.isnan(probe_rt[i]) else {"probe_rt_seconds": float(probe_rt[i])}
+            extra = {LINK_UTIL_KEY: float(link_util[core.i_res_[i]])}
+            if not np.isnan(probe_rt[i]):
+                extra[PROBE_KEY] = float(probe_rt[i])
             out[self.instance_ids_[i]] = Observation(
                 time_s=t,
                 instance_id=self.instance_ids_[i],
@@ -282,18 +427,22 @@ class SimEnvironment:
                 extra=extra,
             )
             self._dropped[i] = 0
-            if not core.i_elig_[i] and i not in self._booting and in_system[i] == 0:
-                self._reported[i] = False  # removed and drained
+            if state == DRAINING and in_system[i] == 0:
+                self._state[i] = GONE  # removed and drained: this was its last report
         return Snapshot(time_s=t, environment=self.name, instances=out)
 
     # -- acting ------------------------------------------------------------------------------
     def apply(self, actions: Sequence[Action]) -> None:
-        """Carry out what the simulator models; the others are named in one ``InputError``."""
+        """Carry out what the simulator models; the others are named in one ``InputError``.
+
+        Actions may name an instance that is booting (``SetWeight`` sets the weight it will
+        start with; ``RemoveInstance`` cancels it) or draining, not one that is gone."""
         self._advance(self.clock.now())
         problems: list[Problem] = []
         for a in actions:
             if isinstance(a, AddInstance):
-                if a.instance_id in self._index:
+                known = self._index.get(a.instance_id)
+                if known is not None and self._state[known] != GONE:
                     problems.append(Problem("AddInstance", f"{a.instance_id!r} exists"))
                     continue
                 if a.host not in {h.id for h in self.scenario.hosts}:
@@ -302,16 +451,15 @@ class SimEnvironment:
                 if a.host not in self._host_resource and self.service_.capacity_bytes_per_s is None:
                     problems.append(Problem("AddInstance", f"host {a.host!r} has no capacity"))
                     continue
-                boot = self.service_.boot_seconds
-                i = self._add(a.instance_id, a.host, a.weight, None, eligible=boot == 0)
-                self._probe_rt = np.append(self._probe_rt, np.nan)
-                self._last_work = np.append(self._last_work, 0.0)
-                self._last_rej = np.append(self._last_rej, 0)
+                boot = self.boot_s_
+                i = self._add(a.instance_id, a.host, a.weight, None, serving=boot == 0)
                 if boot > 0:
                     self._booting[i] = self.core_.now_s_ + boot
+                else:
+                    self._start_probes(i, self.core_.now_s_)
                 continue
             i_opt = self._index.get(a.instance_id)
-            if i_opt is None or not self._reported[i_opt]:
+            if i_opt is None or self._state[i_opt] == GONE:
                 problems.append(Problem(type(a).__name__, f"unknown instance {a.instance_id!r}"))
                 continue
             i = i_opt
@@ -323,7 +471,12 @@ class SimEnvironment:
                 self.core_.set_concurrency_limit(i, limit)
             elif isinstance(a, RemoveInstance):
                 self.core_.set_eligible(i, False)
-                self._booting.pop(i, None)
+                self._probe_next[i] = np.inf
+                if self._state[i] == BOOTING:
+                    del self._booting[i]
+                    self._state[i] = GONE  # never served, never reported
+                elif self._state[i] == SERVING:
+                    self._state[i] = DRAINING
                 if not a.drain:
                     self._dropped[i] += self.core_.drop_jobs(i)
             else:
@@ -352,7 +505,6 @@ class SimEnvironment:
         running = [a for a in self.scenario.antagonists if a.id in self._running and a.host == host]
         if host in self._host_resource:
             r = self._host_resource[host]
-            cap = self._host_capacity[host]
             streams = 0.0
             taken = 0.0
             for a in running:
@@ -362,7 +514,8 @@ class SimEnvironment:
                     else:
                         taken += a.streams * a.bitrate_mbit * 1e6 / 8.0
             self.core_.set_permanent_jobs(r, streams)
-            self.core_.set_capacity(r, cap - min(taken, 0.95 * cap))
+            self._ip_taken[r] = taken
+            self.core_.set_capacity(r, self._set_taken(r, self.core_.now_s_))
         if any(isinstance(a, Fio) for a in running):
             log.info("fio on %s: no effect in the simulator's model", host)
         cpu = self._cpu_factor(host)

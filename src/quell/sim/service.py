@@ -1,15 +1,22 @@
-"""What the ``service`` section turns into before the run: request sizes and slowdown changes."""
+"""What the ``service`` section turns into before the run: request sizes, slowdown changes and
+the on/off timeline of host interference."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
 
 from quell.core.rng import component_rng
 from quell.errors import InputError, Problem
-from quell.scenario.service import OnOffSlowdown, ScheduledSlowdown, SizeModel
+from quell.scenario.model import Host
+from quell.scenario.service import HostInterference, OnOffSlowdown, ScheduledSlowdown, SizeModel
+
+MAX_TAKEN_SHARE = 0.95
+"""Neighbours with a bitrate (iperf3 ``bitrate_mbit``, ``service.interference``) take at most
+this share of a host's link."""
 
 
 def draw_sizes(
@@ -75,17 +82,99 @@ def slowdown_changes(
                         factors.append(pt.factor)
                 continue
             rng = component_rng(seed, f"sim/slowdown/{k}/{iid}")
-            t, on = 0.0, spec.start_on
-            while t < duration_s:
+            start: Literal["on", "off"] = "on" if spec.start_on else "off"
+            for t, on in onoff_switches(rng, spec, start, duration_s):
                 times.append(t)
                 insts.append(i)
                 factors.append(spec.factor if on else 1.0)
-                mean = spec.on_seconds if on else spec.off_seconds
-                t += mean if spec.durations == "fixed" else float(rng.exponential(mean))
-                on = not on
     if problems:
         raise InputError("service", problems)
     t_arr = np.asarray(times, dtype=np.float64)
     i_arr = np.asarray(insts, dtype=np.int64)
     order = np.lexsort((i_arr, t_arr))
     return t_arr[order], i_arr[order], np.asarray(factors, dtype=np.float64)[order]
+
+
+def onoff_switches(
+    rng: np.random.Generator,
+    spec: OnOffSlowdown | HostInterference,
+    start: Literal["on", "off", "stationary"],
+    duration_s: float,
+) -> Iterator[tuple[float, bool]]:
+    """(time, on) at 0 and at every switch before ``duration_s`` of an on/off source.
+
+    ``stationary`` starts the source as if it had run for ever: on with probability
+    on / (on + off), with the time left in that state exponential (memoryless) or, for fixed
+    periods, uniform over the period."""
+    fixed = spec.durations == "fixed"
+
+    def length(on: bool) -> float:
+        mean = spec.on_seconds if on else spec.off_seconds
+        return mean if fixed else float(rng.exponential(mean))
+
+    if start == "stationary":
+        on = bool(rng.random() < spec.on_seconds / (spec.on_seconds + spec.off_seconds))
+        left = length(on)
+        if fixed:
+            left *= float(rng.random())
+    else:
+        on = start == "on"
+        left = length(on)
+    t = 0.0
+    while t < duration_s:
+        yield t, on
+        t += left
+        on = not on
+        left = length(on)
+
+
+def interference_changes(
+    specs: Sequence[HostInterference], hosts: Sequence[Host], duration_s: float, seed: int
+) -> tuple[NDArray[np.float64], NDArray[np.int64], NDArray[np.float64]]:
+    """(time, host index, bytes/s the host's neighbours take from then on) at every switch of
+    ``service.interference``, sorted by time; the level sums every source on the host.
+
+    Each (source k, host) pair draws from its own stream ``sim/interference/{k}/{host}``, so a
+    host's timeline does not depend on which other hosts the source covers."""
+    index = {h.id: j for j, h in enumerate(hosts)}
+    problems: list[Problem] = []
+    times: list[float] = []
+    where: list[int] = []
+    delta: list[float] = []
+    for k, spec in enumerate(specs):
+        targets = [h.id for h in hosts] if spec.hosts is None else spec.hosts
+        for hid in targets:
+            loc = f"service.interference[{k}].hosts"
+            j = index.get(hid)
+            if j is None:
+                problems.append(Problem(loc, f"unknown host {hid!r}"))
+                continue
+            if hosts[j].link_mbit is None:
+                problems.append(Problem(loc, f"host {hid!r} has no link_mbit to interfere on"))
+                continue
+            rate = spec.bitrate_mbit * 1e6 / 8.0
+            rng = component_rng(seed, f"sim/interference/{k}/{hid}")
+            was_on = False
+            for t, on in onoff_switches(rng, spec, spec.start, duration_s):
+                if on != was_on:
+                    times.append(t)
+                    where.append(j)
+                    delta.append(rate if on else -rate)
+                was_on = on
+    if problems:
+        raise InputError("service", problems)
+    t_arr = np.asarray(times, dtype=np.float64)
+    h_arr = np.asarray(where, dtype=np.int64)
+    d_arr = np.asarray(delta, dtype=np.float64)
+    seq = np.arange(t_arr.size)
+    by_host = np.lexsort((seq, t_arr, h_arr))
+    level = np.empty_like(d_arr)
+    if by_host.size:
+        run = np.cumsum(d_arr[by_host])
+        first = np.r_[True, h_arr[by_host][1:] != h_arr[by_host][:-1]]
+        offset = np.maximum.accumulate(np.where(first, np.arange(by_host.size), 0))
+        base = np.where(offset > 0, run[offset - 1], 0.0)
+        lv = run - base
+        level[by_host] = np.where(lv < 1e-3, 0.0, lv)  # sums of ± rates: no float residue
+    by_time = np.lexsort((seq, t_arr))
+    return t_arr[by_time], h_arr[by_time], level[by_time]

@@ -1,0 +1,151 @@
+"""What the simulator promises policies, as the lab does: an added instance shows once it serves,
+a removed one until it has drained; weight 0 is allowed; the probe runs once per period per
+instance at its own phase, and its latest completed download is in the observation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from quell.core.action import AddInstance, RemoveInstance, SetWeight
+from quell.core.loop import ControlLoop
+from quell.core.observation import Snapshot
+from quell.errors import InputError
+from quell.policy.static import StaticPolicy
+from quell.scenario import parse_scenario
+from quell.scenario.model import Scenario
+from quell.sim import SimEnvironment
+
+
+def scenario(**over: Any) -> Scenario:
+    base: dict[str, Any] = {
+        "name": "t",
+        "seed": 11,
+        "duration_s": 200,
+        "interval_s": 1,
+        "hosts": [{"id": f"h{k}", "link_mbit": 100} for k in range(4)],
+        "instances": [{"id": "i0", "host": "h0"}, {"id": "i1", "host": "h1"}],
+        "files": [{"path": "/f", "size_bytes": 100_000}],
+        "workload": {
+            "arrival": {"process": "poisson", "rate_rps": 50},
+            "requests": [{"path": "/f"}],
+        },
+    }
+    base.update(over)
+    return parse_scenario(base)
+
+
+def observe_at(env: SimEnvironment, t: float) -> Snapshot:
+    env.clock.sleep_until(t)
+    return env.observe()
+
+
+@pytest.mark.parametrize(
+    ("scaling", "boot_s"), [(None, 30.0), ({"hosts": ["h2"], "boot_s": 12}, 12.0)]
+)
+def test_an_added_instance_shows_once_it_serves(
+    scaling: dict[str, Any] | None, boot_s: float
+) -> None:
+    env = SimEnvironment(scenario(scaling=scaling))
+    observe_at(env, 10)
+    env.apply([AddInstance("n1", "h2", weight=100)])
+    ready = 10 + boot_s
+    assert "n1" not in observe_at(env, ready - 1).instances
+    assert "n1" in observe_at(env, ready + 1).instances
+    assert observe_at(env, ready + 10).instances["n1"].requests > 100
+
+
+def test_removing_a_booting_instance_cancels_it() -> None:
+    env = SimEnvironment(scenario())
+    observe_at(env, 1)
+    env.apply([AddInstance("n1", "h2"), SetWeight("n1", 50)])  # a booting one takes actions
+    observe_at(env, 5)
+    env.apply([RemoveInstance("n1")])
+    for t in range(10, 60, 10):
+        assert "n1" not in observe_at(env, t).instances
+    with pytest.raises(InputError, match="unknown instance 'n1'"):
+        env.apply([SetWeight("n1", 10)])
+    env.apply([AddInstance("n1", "h3")])  # the id is free again
+
+
+def test_a_removed_instance_is_reported_until_drained() -> None:
+    # i1 serves 14 of the 20 req/s it gets: a backlog that takes seconds to drain
+    s = scenario(
+        hosts=[{"id": "h0"}, {"id": "h1"}],
+        workload={
+            "arrival": {"process": "deterministic", "rate_rps": 40},
+            "requests": [{"path": "/f"}],
+        },
+        service={
+            "discipline": "fcfs",
+            "capacity_bytes_per_s": 2_100_000,
+            "slowdown": [
+                {"kind": "schedule", "instances": ["i1"], "points": [{"at_s": 0, "factor": 1.5}]}
+            ],
+        },
+    )
+    env = SimEnvironment(s)
+    observe_at(env, 20)
+    backlog = int(env.in_system()[1])
+    assert backlog > 10
+    env.apply([RemoveInstance("i1")])
+    seen = []
+    for t in range(21, 40):
+        snap = observe_at(env, t)
+        seen.append("i1" in snap.instances)
+        assert snap.instances["i0"].requests > 0
+    served_after = seen.count(True)
+    assert served_after == pytest.approx(backlog / 14, abs=2)
+    assert seen == [True] * served_after + [False] * (len(seen) - served_after)
+
+
+def test_weight_zero_serves_nothing_until_weighted_but_is_probed() -> None:
+    s = scenario(
+        probe={"period_s": 2, "size_bytes": 50_000}, scaling={"hosts": ["h2"], "boot_s": 0}
+    )
+    env = SimEnvironment(s)
+    observe_at(env, 1)
+    env.apply([AddInstance("n1", "h2", weight=0)])
+    snaps = [observe_at(env, t) for t in range(2, 12)]
+    assert all(sn.instances["n1"].requests == 0 and sn.instances["n1"].weight == 0 for sn in snaps)
+    assert sum("probe_rt_seconds" in sn.instances["n1"].extra for sn in snaps) == 5
+    env.apply([SetWeight("n1", 100)])
+    assert observe_at(env, 20).instances["n1"].requests > 10
+
+
+def test_probes_run_once_per_period_at_each_instance_s_own_phase() -> None:
+    s = scenario(
+        duration_s=100,
+        probe={"period_s": 10, "size_bytes": 20_000},
+        instances=[{"id": f"i{k}", "host": f"h{k % 4}"} for k in range(8)],
+    )
+    env = SimEnvironment(s)
+    snaps: list[Snapshot] = []
+    ControlLoop(env, StaticPolicy(), 1, 100, on_snapshot=snaps.append).run()
+    first_probe = {}
+    for iid in [f"i{k}" for k in range(8)]:
+        got = [sn.time_s for sn in snaps if "probe_rt_seconds" in sn.instances[iid].extra]
+        assert len(got) in (9, 10)  # one per 10 s; the last may complete after the end
+        gaps = np.diff(got)
+        assert np.all((gaps >= 9) & (gaps <= 11))
+        first_probe[iid] = got[0]
+    assert len(set(first_probe.values())) >= 5  # phases differ
+    assert env._probe_phase.tolist() == SimEnvironment(s)._probe_phase.tolist()  # seeded
+    # a probe takes at least its size over the link
+    rts = [
+        o.extra["probe_rt_seconds"]
+        for sn in snaps
+        for o in sn.instances.values()
+        if o.extra.get("probe_rt_seconds")
+    ]
+    assert min(rts) == pytest.approx(20_000 / 12.5e6) or min(rts) > 20_000 / 12.5e6
+
+
+def test_no_probe_section_no_probe() -> None:
+    env = SimEnvironment(scenario(duration_s=20))
+    snaps: list[Snapshot] = []
+    ControlLoop(env, StaticPolicy(), 1, 20, on_snapshot=snaps.append).run()
+    assert not any("probe_rt_seconds" in o.extra for sn in snaps for o in sn.instances.values())
+    assert all("link_util_pct" in o.extra for sn in snaps for o in sn.instances.values())
