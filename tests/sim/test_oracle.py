@@ -1,0 +1,87 @@
+"""The oracle against hand-computed cases: λ_max of one M/G/1-PS host, the fewest hosts for a
+load, and a whole scenario whose capacities and load are known interval by interval."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from quell.errors import InputError
+from quell.scenario import parse_scenario
+from quell.scenario.model import Scenario
+from quell.sim.oracle import fewest_instances, host_capacity, max_rate_rps, run_oracle
+
+LINK = 12.5e6  # bytes/s of 100 Mbit/s
+MB = 1e6
+
+
+def test_max_rate_is_where_the_mean_response_time_reaches_the_target() -> None:
+    # (C - S / R) / S = 12.5 - 1 / 0.16 = 6.25 req/s
+    assert max_rate_rps(LINK, MB, 0.16) == pytest.approx(6.25)
+    lam = 6.25
+    assert (MB / LINK) / (1.0 - lam * MB / LINK) == pytest.approx(0.16)  # M/G/1-PS mean RT
+    # a host whose idle service time already exceeds R_th carries nothing; NaN is no host
+    assert max_rate_rps(np.array([5e6, np.nan]), MB, 0.16).tolist() == [0.0, 0.0]
+
+
+def test_fewest_instances_take_the_largest_capacities_first() -> None:
+    caps = np.tile([LINK, 7.5e6, LINK], (7, 1))  # λ_max: 6.25, 1.25, 6.25
+    rate = np.array([0.0, 6.25, 6.26, 12.5, 13.0, 13.75, 14.0])
+    count, short = fewest_instances(caps, rate, MB, 0.16)
+    assert count.tolist() == [1, 1, 2, 2, 3, 3, 3]
+    assert short.tolist() == [False] * 6 + [True]
+    count, _ = fewest_instances(caps, rate, MB, 0.16, min_instances=2)
+    assert count.tolist() == [2, 2, 2, 2, 3, 3, 3]
+
+
+def scenario(**over: Any) -> Scenario:
+    base: dict[str, Any] = {
+        "name": "o",
+        "seed": 1,
+        "duration_s": 40,
+        "interval_s": 10,
+        "hosts": [{"id": f"h{k}", "link_mbit": 100} for k in range(4)],
+        "instances": [{"id": "i0", "host": "h0"}],
+        "files": [{"path": "/f", "size_bytes": 1_000_000}],
+        "workload": {
+            "arrival": {"process": "deterministic", "rate_rps": 10},
+            "requests": [{"path": "/f"}],
+        },
+        "antagonists": [
+            {"id": "n0", "kind": "iperf3", "host": "h0", "streams": 1, "bitrate_mbit": 30},
+            {"id": "n1", "kind": "iperf3", "host": "h1", "streams": 1, "bitrate_mbit": 30},
+        ],
+        "events": [{"at_s": 10, "start": ["n0", "n1"]}, {"at_s": 25, "stop": ["n0", "n1"]}],
+        "scaling": {"hosts": ["h1", "h2"]},
+        "target": {"mean_rt_s": 0.16},
+    }
+    base.update(over)
+    return parse_scenario(base)
+
+
+def test_a_scenario_interval_by_interval() -> None:
+    # 10 req/s of 1 MB, R_th = 0.16 s; hosts h0 (initial), h1, h2 (h3 is not available).
+    # [0, 10): all free, λ_max 6.25 each: 2 hosts. [10, 20): 30 Mbit/s gone on h0 and h1,
+    # λ_max 8.75 - 6.25 = 2.5 there: 6.25 + 2.5 + 2.5 = 11.25 ≥ 10 needs all 3. [20, 25) still
+    # taken, then free: mean C = 10.625 MB/s, λ_max 4.375: 6.25 + 4.375 ≥ 10: 2. [30, 40): 2.
+    o = run_oracle(scenario())
+    assert o.hosts == ("h0", "h1", "h2")
+    assert o.rate_rps.tolist() == [10.0] * 4
+    assert o.mean_size_bytes == MB
+    assert o.capacity_bytes_per_s[:, 0].tolist() == pytest.approx([LINK, 8.75e6, 10.625e6, LINK])
+    assert o.instances.tolist() == [2, 3, 2, 2]
+    assert o.instance_seconds == 90.0
+    assert not o.infeasible.any()
+    assert o.to_dict()["max_instances"] == 3
+
+
+def test_unlimited_streams_leave_one_share_and_no_target_is_an_input_error() -> None:
+    s = scenario(
+        antagonists=[{"id": "n0", "kind": "iperf3", "host": "h0", "streams": 3}],
+        events=[{"at_s": 10, "start": ["n0"]}],
+    )
+    assert host_capacity(s, ["h0"])[:, 0].tolist() == pytest.approx([LINK] + [LINK / 4] * 3)
+    with pytest.raises(InputError, match=r"target\.mean_rt_s"):
+        run_oracle(scenario(target=None))
