@@ -1,11 +1,18 @@
-"""``quell sim``: run a scenario in the simulator, report on a run."""
+"""``quell sim``: run a scenario in the simulator, report on a run, compare policies."""
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
+
+from quell.scenario.model import PolicySpec, Scenario
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 sim_app = typer.Typer(help="Run scenarios in the discrete-event simulator (virtual time).")
 
@@ -52,3 +59,161 @@ def sim_report(
     summary, out = render_report(run_dir)
     emit_summary(summary, as_json=False)
     err_console.print(f"report written to {out}")
+
+
+COMPARISON_FILE = "comparison.json"
+COMPARE_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    # (header, key, format)
+    ("policy", "policy", "s"),
+    ("SLO %", "slo_pct", ".1f"),
+    ("all %", "slo_all_pct", ".1f"),
+    ("mean ms", "mean_rt_ms", ".0f"),
+    ("p95 ms", "p95_rt_ms", ".0f"),
+    ("inst-s", "instance_seconds", ".0f"),
+    ("oracle", "oracle_instance_seconds", ".0f"),
+    ("scaling", "scaling_actions", "d"),
+    ("errors", "cycle_errors", "d"),
+)
+
+
+def comparison_row(
+    policy: str, run_dir: Path, summary: dict[str, Any], slo: dict[str, Any]
+) -> dict[str, Any]:
+    def pct(x: float | None) -> float | None:
+        return None if x is None else round(100.0 * x, 3)
+
+    return {
+        "policy": policy,
+        "run_dir": str(run_dir),
+        "slo_pct": pct(slo.get("slo_fraction")),
+        "slo_all_pct": pct(slo.get("slo_fraction_all")),
+        "mean_rt_ms": slo.get("mean_rt_ms"),
+        "p95_rt_ms": slo.get("p95_rt_ms"),
+        "instance_seconds": slo.get("instance_seconds"),
+        "oracle_instance_seconds": slo.get("oracle_instance_seconds"),
+        "scaling_actions": slo.get("scaling_actions"),
+        "cycle_errors": summary.get("cycle_errors", 0),
+        "slo": slo,
+    }
+
+
+def print_comparison(doc: dict[str, Any], console: Console) -> None:
+    from rich.table import Table
+
+    target = doc.get("target_rt_s")
+    title = f"{doc['scenario']}: target mean RT {target * 1e3:g} ms" if target else doc["scenario"]
+    table = Table(title=title, title_justify="left")
+    for header, _, fmt in COMPARE_COLUMNS:
+        table.add_column(header, justify="left" if fmt == "s" else "right")
+    for row in doc["policies"]:
+        table.add_row(
+            *("-" if row.get(k) is None else format(row[k], f) for _, k, f in COMPARE_COLUMNS)
+        )
+    console.print(table)
+    if target:
+        console.print(
+            f"SLO %: instance-intervals with mean RT <= target, leaving out {doc['settle_s']:g} s "
+            "after each change (all %: none left out); inst-s: instance-seconds used; oracle: "
+            "the fewest that could have met the target; errors: failed control cycles"
+        )
+
+
+BALANCER_OF: dict[str, Literal["roundrobin", "leastconn"]] = {"lc": "leastconn"}
+"""Policies that leave the choice to the balancer's own algorithm get it in their run."""
+
+
+def _run_scenario_of(scenario: Scenario, spec: PolicySpec) -> Scenario:
+    """The scenario one policy of a comparison runs: ``spec`` as its only policy, and the
+    balancer algorithm the policy relies on (``lc``: least connections)."""
+    update: dict[str, Any] = {"policy": spec, "compare": []}
+    algorithm = BALANCER_OF.get(spec.name)
+    if algorithm is not None:
+        update["load_balancer"] = scenario.load_balancer.model_copy(update={"algorithm": algorithm})
+    return scenario.model_copy(update=update)
+
+
+def _scenario_yaml(scenario: Scenario) -> str:
+    """The scenario a comparison run ran, as a loadable file (its policy always spelled out)."""
+    import yaml
+
+    data = scenario.model_dump(mode="json", exclude_defaults=True)
+    data["policy"] = scenario.policy.model_dump(mode="json")
+    data["load_balancer"] = scenario.load_balancer.model_dump(mode="json")
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    return str(yaml.dump(data, Dumper=dumper, sort_keys=False))
+
+
+@sim_app.command("compare")
+def sim_compare(
+    path: Annotated[Path, typer.Argument(help="Scenario YAML file.", dir_okay=False)],
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the comparison as JSON on the last line.")
+    ] = False,
+    runs_dir: Annotated[
+        Path, typer.Option("--runs-dir", help="Where the comparison directory is created.")
+    ] = Path("runs"),
+) -> None:
+    """Run the scenario once per policy (its `policy`, then each of `compare`) on the same load
+    and neighbours; print SLO, response times, instance-seconds and the oracle's side by side.
+    `lc` runs with the balancer's least-connections algorithm, the others as the scenario says."""
+    from quell.cli import err_console, out_console, progress_bar
+    from quell.experiment import new_run_dir, prepare_run_dir, run_scenario
+    from quell.policy import build_policy
+    from quell.report.slo import default_settle_s, slo_summary
+    from quell.scenario import load_scenario
+    from quell.sim.environment import SimEnvironment
+    from quell.sim.oracle import run_oracle
+    from quell.sim.service import draw_sizes
+    from quell.workload.schedule import build_schedule
+
+    scenario = load_scenario(path)
+    base = path.parent
+    specs = [scenario.policy, *scenario.compare]
+    runs = [_run_scenario_of(scenario, spec) for spec in specs]
+    policies = [build_policy(s.policy, s, base) for s in runs]  # bad params: exit before running
+    schedule = build_schedule(scenario, base)
+    oracle = None
+    if scenario.target is not None:
+        sizes = draw_sizes(
+            scenario.service.size if scenario.service else None,
+            schedule.size_bytes,
+            scenario.seed,
+        )
+        oracle = run_oracle(scenario, base, schedule, sizes)
+    cmp_dir = new_run_dir(runs_dir, scenario, "sim-compare")
+    cmp_dir.mkdir(parents=True)
+    rows = []
+    total = scenario.duration_s * len(runs)
+    with progress_bar(total, scenario.name) as progress:
+        for k, (scn, policy) in enumerate(zip(runs, policies, strict=True)):
+            name = scn.policy.name
+            offset = k * scenario.duration_s
+
+            def step(done_s: float, phase: str, offset: float = offset, name: str = name) -> None:
+                progress(offset + done_s, f"{name}: {phase}")
+
+            env = SimEnvironment(scn, base_dir=base, schedule=schedule)
+            run_dir = cmp_dir / name
+            store = prepare_run_dir(run_dir, scn, None, env.name)
+            (run_dir / "scenario.yaml").write_text(_scenario_yaml(scn))
+            try:
+                summary = run_scenario(scn, env, policy, store, step)
+                slo = slo_summary(store, scn, oracle=oracle, base_dir=base)
+            finally:
+                env.close()
+                store.close()
+            rows.append(comparison_row(name, run_dir, summary, slo))
+    doc: dict[str, Any] = {
+        "scenario": scenario.name,
+        "comparison_dir": str(cmp_dir),
+        "target_rt_s": scenario.target.mean_rt_s if scenario.target else None,
+        "settle_s": default_settle_s(scenario),
+        "oracle": oracle.to_dict() if oracle is not None else None,
+        "policies": rows,
+    }
+    (cmp_dir / COMPARISON_FILE).write_text(json.dumps(doc, indent=2) + "\n")
+    print_comparison(doc, out_console)
+    err_console.print(f"comparison written to {cmp_dir / COMPARISON_FILE}")
+    if as_json:
+        sys.stdout.flush()
+        print(json.dumps(doc, separators=(",", ":")))

@@ -1,0 +1,84 @@
+"""``quell sim compare``: one run per policy on the same load, the side-by-side table, the JSON
+document on the last line and in the comparison directory; bad input exits 2 before any run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from quell.scenario import load_scenario
+
+SCENARIO: dict[str, Any] = {
+    "name": "cmp",
+    "seed": 3,
+    "duration_s": 60,
+    "interval_s": 5,
+    "hosts": [{"id": f"h{k}", "link_mbit": 100} for k in range(3)],
+    "instances": [{"id": "i1", "host": "h0"}, {"id": "i2", "host": "h1"}],
+    "files": [{"path": "/f", "size_bytes": 200_000}],
+    "workload": {
+        "arrival": {"process": "poisson", "rate_rps": 60},
+        "requests": [{"path": "/f"}],
+    },
+    "antagonists": [{"id": "n", "kind": "iperf3", "host": "h0", "streams": 1, "bitrate_mbit": 50}],
+    "events": [{"at_s": 20, "phase": "noisy", "start": ["n"]}],
+    "probe": {"period_s": 5, "size_bytes": 100_000},
+    "target": {"mean_rt_s": 0.05},
+    "scaling": {"hosts": ["h2"], "boot_s": 5},
+    "policy": {"name": "static"},
+    "compare": [{"name": "lc"}, {"name": "threshold", "params": {"scale_out_util_pct": 20}}],
+    "service": {"size": {"distribution": "exponential"}},
+}
+
+
+def compare(path: Path, runs: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "160", "NO_COLOR": "1", "TERM": "dumb"}
+    return subprocess.run(
+        [sys.executable, "-m", "quell", "sim", "compare", str(path), "--json",
+         "--runs-dir", str(runs)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )  # fmt: skip
+
+
+def test_compare_runs_each_policy_and_prints_one_json_document(tmp_path: Path) -> None:
+    path = tmp_path / "cmp.yaml"
+    path.write_text(yaml.safe_dump(SCENARIO))
+    proc = compare(path, tmp_path / "runs")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout.strip().splitlines()[-1])
+    names = [r["policy"] for r in doc["policies"]]
+    assert names == ["static", "lc", "threshold"]
+    assert "SLO %" in proc.stdout and "oracle" in proc.stdout
+    cmp_dir = Path(doc["comparison_dir"])
+    assert json.loads((cmp_dir / "comparison.json").read_text()) == doc
+    for row in doc["policies"]:
+        run = Path(row["run_dir"])
+        assert run.parent == cmp_dir and (run / "run.db").is_file()
+        assert load_scenario(run / "scenario.yaml").policy.name == row["policy"]
+        assert 0.0 <= row["slo_pct"] <= 100.0 and row["mean_rt_ms"] > 0
+        assert row["oracle_instance_seconds"] == doc["oracle"]["instance_seconds"]
+    static, lc, threshold = doc["policies"]
+    assert static["scaling_actions"] == 0 and static["instance_seconds"] == 120.0
+    assert threshold["scaling_actions"] >= 1  # 60 req/s of 200 kB: ~48 % of two links
+    lc_scenario = yaml.safe_load((Path(lc["run_dir"]) / "scenario.yaml").read_text())
+    assert lc_scenario["load_balancer"]["algorithm"] == "leastconn"
+
+
+def test_bad_policy_params_exit_2_before_any_run(tmp_path: Path) -> None:
+    bad = {**SCENARIO, "compare": [{"name": "threshold", "params": {"bogus": 1}}]}
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(bad))
+    proc = compare(path, tmp_path / "runs")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "bogus" in proc.stderr
+    assert not (tmp_path / "runs").exists()
