@@ -143,3 +143,84 @@ def predict(
 RunDirArg = Annotated[
     Path, typer.Argument(help="A run directory of `quell model multicore measure`.")
 ]
+
+
+@multicore_app.command("measure")
+def measure(
+    rate: Annotated[
+        list[float] | None,
+        typer.Option("--rate", help="Offered request rate, req/s (repeat; default 1000..7000)."),
+    ] = None,
+    step_s: Annotated[float, typer.Option("--step-s", help="Seconds per rate.")] = 8.0,
+    connections: Annotated[int, typer.Option("--connections", help="Client connections.")] = 256,
+    file_bytes: Annotated[
+        int, typer.Option("--file-bytes", help="Size of the served file.")
+    ] = 16384,
+    config: Annotated[
+        list[str] | None,
+        typer.Option("--config", help="'one' (interrupts on CPU 0) and/or 'spread' (all CPUs)."),
+    ] = None,
+    runs_dir: Annotated[
+        Path, typer.Option("--runs-dir", help="Where run directories are created.")
+    ] = Path("runs"),
+    as_json: JsonOpt = False,
+) -> None:
+    """Measure a static server at increasing rates with soft interrupts on one core, then
+    spread over all (root; a few minutes; leaves nothing running)."""
+    from quell.cli import err_console, out_console, progress_bar
+    from quell.lab.multicore import CONFIGS, MeasurePlan, run_measurement
+
+    defaults = MeasurePlan()
+    plan = MeasurePlan(
+        rates_rps=tuple(rate) if rate else defaults.rates_rps,
+        step_s=step_s,
+        connections=connections,
+        file_bytes=file_bytes,
+        configs=tuple(config) if config else CONFIGS,
+    )
+    run_dir = run_measurement(plan, runs_dir, lambda: progress_bar(plan.total_s, "multicore"))
+    err_console.print(f"measured into {run_dir}")
+    out_console.print(f"next: quell model multicore fit {run_dir}")
+    if as_json:
+        sys.stdout.flush()
+        print(json.dumps({"run_dir": str(run_dir)}))
+
+
+@multicore_app.command("fit")
+def fit(
+    run_dir: RunDirArg,
+    fit_config: Annotated[
+        str, typer.Option("--fit-config", help="Configuration to fit on; the others are blind.")
+    ] = "one",
+    discipline: DisciplineOpt = "paper",
+    as_json: JsonOpt = False,
+) -> None:
+    """Estimate μ1, p and μ2 from a lab run, blind-predict the other configuration, and write
+    a report (PNG + HTML) into RUN_DIR/report."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from quell.cli import err_console, out_console
+    from quell.models.multicore_report import error_rows, fit_document, fit_run, write_report
+
+    est, results, _ = fit_run(run_dir, fit_config, _discipline(discipline))
+    doc = fit_document(est, results)
+    out = write_report(run_dir, est, results, doc)
+    f = doc["fit"]
+    out_console.print(
+        f"fitted on {fit_config!r} ({est.discipline}): μ1 = {f['mu1_rps']:.0f} ± "
+        f"{f['mu1_se_rps']:.0f} req/s, p = {f['p']:.3f} ± {f['p_se']:.3f}, μ2 = "
+        f"{f['mu2_rps']:.0f} ± {f['mu2_se_rps']:.0f} req/s (χ² {f['chi2']:.3g}, {f['dof']} dof)",
+        highlight=False,
+    )
+    rows = error_rows(results)
+    table = Table(title="Mean relative error between model and measurement (%)")
+    for col in rows[0]:
+        table.add_column(escape(col), justify="right")
+    for row in rows[1:]:
+        table.add_row(*row)
+    out_console.print(table)
+    err_console.print(f"report written to {out}")
+    if as_json:
+        sys.stdout.flush()
+        print(json.dumps(doc, separators=(",", ":")))

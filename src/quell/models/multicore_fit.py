@@ -153,13 +153,17 @@ class MulticoreEstimator:
         self.at_bound_ = not (lo * 1.001 < mu2 < hi / 1.001)
         return self
 
-    def model(self, interrupt_cores: int | None = None, p: float | None = None) -> MulticoreModel:
+    def model(
+        self,
+        interrupt_cores: int | None = None,
+        p: float | None = None,
+        capacity: int | None = None,
+    ) -> MulticoreModel:
         """The fitted model, for the measured configuration or another number of interrupt
         cores (a blind prediction). ``p`` defaults to the fitted one while some cores handle
         no interrupts, and to 1 when all do."""
         m = self.interrupt_cores if interrupt_cores is None else interrupt_cores
         if p is None and m < self.cores:
             p = self.p_
-        return MulticoreModel(
-            self.cores, m, self.mu1_, self.mu2_, p, self.capacity, self.discipline
-        )
+        cap = self.capacity if capacity is None else capacity
+        return MulticoreModel(self.cores, m, self.mu1_, self.mu2_, p, cap, self.discipline)
