@@ -115,29 +115,31 @@ def lab_compare(
     """Run the scenario once per policy (its ``policy`` then each of ``compare``) and print
     them side by side; each run gets its own directory and HTML report."""
     scenario = load_scenario(path)
+    from quell.experiment import new_run_dir
     from quell.lab.runner import run_lab
     from quell.policy import build_policy
     from quell.report.compare import compare_table, comparison
     from quell.report.render import render_report
+    from quell.sim.cli import _run_scenario_of
 
-    specs = [scenario.policy, *scenario.compare]
-    for spec in specs:  # every policy must build before the first run starts
-        build_policy(spec, scenario, path.parent)
+    runs_of = [_run_scenario_of(scenario, spec) for spec in [scenario.policy, *scenario.compare]]
+    for s in runs_of:  # every policy must build before the first run starts
+        build_policy(s.policy, s, path.parent)
     runs: list[tuple[str, Path]] = []
-    for spec in specs:
-        label = f"{scenario.name} ({spec.name})"
+    for s in runs_of:
+        label = f"{scenario.name} ({s.policy.name})"
         summary = run_lab(
-            scenario,
-            path,
-            runs_dir,
-            functools.partial(progress_bar, scenario.duration_s, label),
-            policy_spec=spec,
+            s, path, runs_dir, functools.partial(progress_bar, scenario.duration_s, label)
         )
         run_dir = Path(summary["run_dir"])
         render_report(run_dir)
-        runs.append((spec.name, run_dir))
+        runs.append((s.policy.name, run_dir))
     result = comparison(scenario, runs)
+    cmp_dir = new_run_dir(runs_dir, scenario, "lab-compare")
+    cmp_dir.mkdir(parents=True)
+    (cmp_dir / "comparison.json").write_text(json.dumps(result, indent=2) + "\n")
     compare_table(result, out_console)
+    err_console.print(f"comparison written to {cmp_dir / 'comparison.json'}")
     if as_json:
         sys.stdout.flush()
         print(json.dumps(result, separators=(",", ":")))
