@@ -197,3 +197,27 @@ def show(bundle_path: Annotated[Path, typer.Argument(help="Model bundle.")]) -> 
         f"SF {b.rtm.sf_.min():.2f}–{b.rtm.sf_.max():.2f}\nIM: {b.im.total_util_pct_.size} knots,"
         f" U_total {b.im.total_util_pct_[0]:.1f}–{b.im.total_util_pct_[-1]:.1f} %"
     )
+
+
+@prima_app.command("results")
+def results(
+    out: Annotated[Path, typer.Option("--out", help="Markdown file to write.")],
+    validation: Annotated[
+        Path | None, typer.Option("--validation", help="validation.json of `prima validate`.")
+    ] = None,
+    lab: Annotated[
+        list[Path] | None, typer.Option("--lab", help="comparison.json of `lab compare`.")
+    ] = None,
+    sim: Annotated[
+        list[Path] | None, typer.Option("--sim", help="comparison.json of `sim compare`.")
+    ] = None,
+    bench: Annotated[Path | None, typer.Option("--bench", help="bench/results/prima.json.")] = None,
+) -> None:
+    """Write the results page (docs/results/prima.md) from measured runs."""
+    from quell.cli import err_console
+    from quell.report.prima_results import render
+
+    text = render(validation, lab or [], sim or [], bench)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    err_console.print(f"written {out}")
