@@ -77,7 +77,7 @@ ProgressFn = Callable[[float, str], None]
 class MeasurePlan:
     """What to measure. Rates are the total offered request rates, req/s."""
 
-    rates_rps: tuple[float, ...] = (1000, 2000, 3000, 4000, 5000, 6000, 7000)
+    rates_rps: tuple[float, ...] = tuple(float(r) for r in range(1000, 10001, 1000))
     step_s: float = 8.0
     warmup_s: float = 2.0
     connections: int = 256
@@ -257,6 +257,16 @@ class MulticoreLab:
             ["ip", "-n", self.client_ns, "addr", "add", f"{CLIENT_ADDR}/24", "dev", "eth0"],
             "network",
         )
+        # One connection per request: let the client reuse ports in TIME_WAIT and use the whole
+        # port range, or connect() scans an exhausted range after a few thousand req/s·minutes.
+        for key, value in (
+            ("net.ipv4.tcp_tw_reuse", "1"),
+            ("net.ipv4.ip_local_port_range", "1024 65535"),
+        ):
+            run_checked(
+                ["ip", "netns", "exec", self.client_ns, "sysctl", "-q", "-w", f"{key}={value}"],
+                "sysctl",
+            )
         docroot = self.work / "www"
         write_docroot(
             docroot, [FileSpec(path="/f", size_bytes=self.plan.file_bytes)], self.plan.seed

@@ -149,7 +149,7 @@ RunDirArg = Annotated[
 def measure(
     rate: Annotated[
         list[float] | None,
-        typer.Option("--rate", help="Offered request rate, req/s (repeat; default 1000..7000)."),
+        typer.Option("--rate", help="Offered request rate, req/s (repeat; default 1000..10000 in steps of 1000)."),
     ] = None,
     step_s: Annotated[float, typer.Option("--step-s", help="Seconds per rate.")] = 8.0,
     connections: Annotated[int, typer.Option("--connections", help="Client connections.")] = 256,
