@@ -479,12 +479,13 @@ def run_measurement(
     raise_fd_limit()
     run_dir = new_measure_dir(runs_dir)
     run_dir.mkdir(parents=True)
+    lab = MulticoreLab(plan, run_dir)
     plan_doc = {
         **asdict(plan),
+        "run_tag": lab.tag.value,
         "machine": {"hostname": socket.gethostname(), "kernel": os.uname().release},
     }
     (run_dir / PLAN_FILE).write_text(json.dumps(plan_doc, indent=2) + "\n")
-    lab = MulticoreLab(plan, run_dir)
     with (
         terminate_on_signals(),
         progress() as report,
