@@ -8,7 +8,9 @@ Steering (``/sys/class/net/eth0/queues/rx-0/rps_cpus`` on both ends) decides whi
 receive soft interrupts. Two configurations:
 
 * ``one``: all receive work on CPU 0 (the paper's single vNIC);
-* ``spread``: receive work hashed over every core (the paper's multiple vNICs).
+* ``spread``: receive work hashed over every core by RPS (the paper's multiple vNICs);
+* ``local``: RPS off, receive work runs on the core that sent the packet (so on both cores,
+  next to the worker or wrk process that caused it, without cross-core hand-offs).
 
 At each request rate it records the per-core busy and soft-interrupt time (``/proc/stat``,
 ``/proc/softirqs``), the mean, deviation and count of the response times and the throughput,
@@ -45,7 +47,7 @@ from quell.signals.softirq import core_usage, read_core_sample
 
 SERVER_ADDR = "10.77.250.1"
 CLIENT_ADDR = "10.77.250.2"
-CONFIGS = ("one", "spread")
+CONFIGS = ("one", "spread", "local")
 BINARIES = ("ip", "nginx", "wrk", "taskset")
 POINTS_FILE = "points.csv"
 PLAN_FILE = "plan.json"
@@ -78,8 +80,8 @@ class MeasurePlan:
     """What to measure. Rates are the total offered request rates, req/s."""
 
     rates_rps: tuple[float, ...] = tuple(float(r) for r in range(1000, 10001, 1000))
-    step_s: float = 8.0
-    warmup_s: float = 2.0
+    step_s: float = 6.0
+    warmup_s: float = 1.5
     connections: int = 256
     file_bytes: int = 16384
     configs: tuple[str, ...] = CONFIGS
@@ -121,6 +123,11 @@ class MeasurePlan:
 
 def interrupt_cores_of(config: str, cores: int) -> int:
     return 1 if config == "one" else cores
+
+
+def steered_cpus(config: str, cores: Sequence[int]) -> list[int]:
+    """The cores RPS sends receive work to; none means RPS off (work stays where it arises)."""
+    return {"one": list(cores[:1]), "spread": list(cores), "local": []}[config]
 
 
 def rps_mask(cpus: Sequence[int]) -> str:
@@ -500,7 +507,7 @@ def run_measurement(
             done = 0.0
             step = 0
             for config in plan.configs:
-                lab.steer(plan.cores[:1] if config == "one" else plan.cores)
+                lab.steer(steered_cpus(config, plan.cores))
                 for rate in plan.rates_rps:
                     report(done, f"{config} {rate:g}/s")
                     for attempt in range(RETRIES + 1):

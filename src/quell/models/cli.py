@@ -149,16 +149,22 @@ RunDirArg = Annotated[
 def measure(
     rate: Annotated[
         list[float] | None,
-        typer.Option("--rate", help="Offered request rate, req/s (repeat; default 1000..10000 in steps of 1000)."),
+        typer.Option(
+            "--rate",
+            help="Offered request rate, req/s (repeat; default 1000..10000 in steps of 1000).",
+        ),
     ] = None,
-    step_s: Annotated[float, typer.Option("--step-s", help="Seconds per rate.")] = 8.0,
+    step_s: Annotated[float, typer.Option("--step-s", help="Seconds per rate.")] = 6.0,
     connections: Annotated[int, typer.Option("--connections", help="Client connections.")] = 256,
     file_bytes: Annotated[
         int, typer.Option("--file-bytes", help="Size of the served file.")
     ] = 16384,
     config: Annotated[
         list[str] | None,
-        typer.Option("--config", help="'one' (interrupts on CPU 0) and/or 'spread' (all CPUs)."),
+        typer.Option(
+            "--config",
+            help="'one' (interrupts on CPU 0), 'spread' (RPS over all CPUs), 'local' (RPS off).",
+        ),
     ] = None,
     runs_dir: Annotated[
         Path, typer.Option("--runs-dir", help="Where run directories are created.")
