@@ -170,7 +170,23 @@ def interrupt_core(
         jobs_b = jobs * beta / rho if rho > 0 else 0.0
     p_idle = math.exp(-log_g)
     p_no_a = math.exp(log_h(n, (beta, 1.0)) - log_g)
-    # Proposition 3 (Appendix B), with n_a^0 = P(no class-a job).
+    return _measures(rate_rps, mu1_rps, mu2_rps, p, jobs_a, jobs_b, p_block, accept, p_idle, p_no_a)
+
+
+def _measures(
+    lam: float,
+    mu1_rps: float,
+    mu2_rps: float,
+    p: float,
+    jobs_a: float,
+    jobs_b: float,
+    p_block: float,
+    accept: float,
+    p_idle: float,
+    p_no_a: float,
+) -> InterruptCore:
+    """Response time (Little), E(T_s) (Proposition 3, Appendix B, with n_a^0 = P(no class-a
+    job)) and utilisation (utilisation law) from the stationary measures of one core."""
     if lam > 0.0:
         share_a = lam / (lam + p * mu1_rps)
         mean_service = p_no_a / mu1_rps + (1.0 - p_no_a) * (
@@ -269,20 +285,8 @@ def ctmc_interrupt_core(
     accept = float(pi[~full].sum())
     jobs_a, jobs_b = float(pi @ i), float(pi @ j)
     p_no_a = float(pi[i == 0].sum())
-    lam = rate_rps
-    share_a = lam / (lam + p * mu1_rps)
-    x = lam * accept
-    return InterruptCore(
-        rate_rps=lam,
-        mean_jobs_a=jobs_a,
-        mean_jobs_b=jobs_b,
-        blocking_probability=p_block,
-        p_idle=float(pi[0]),
-        p_no_class_a=p_no_a,
-        mean_response_s=(jobs_a + jobs_b) / x,
-        mean_service_s=p_no_a / mu1_rps
-        + (1 - p_no_a) * (share_a / mu1_rps + (1 - share_a) / mu2_rps),
-        utilisation=x / mu1_rps + p * x / mu2_rps,
+    return _measures(
+        rate_rps, mu1_rps, mu2_rps, p, jobs_a, jobs_b, p_block, accept, float(pi[0]), p_no_a
     )
 
 
