@@ -29,8 +29,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: install
-	$(VENV)/bin/quell lab run scenarios/interference-smoke.yaml --runs-dir runs
-	$(VENV)/bin/quell lab report $$(ls -td runs/*-lab-* | head -1)
+	$(VENV)/bin/quell lab compare scenarios/prima/demo.yaml --runs-dir runs
 
 lint: python
 	$(VENV)/bin/ruff check src tests bench

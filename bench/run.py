@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # benchmarks reuse test fixtures (tests/prima/bundles.py)
 
 
 def main(argv: list[str]) -> int:
