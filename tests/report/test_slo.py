@@ -11,25 +11,16 @@ import pytest
 from quell.core.action import AddInstance, Decision, RemoveInstance
 from quell.core.observation import Observation, Snapshot
 from quell.report.slo import default_settle_s, load_steps, slo_summary
-from quell.scenario import parse_scenario
 from quell.scenario.model import Scenario
 from quell.sim.oracle import run_oracle
 from quell.store.run import RunStore
+from tests.sim.build import build_scenario
 
 
 def scenario(**over: Any) -> Scenario:
     base: dict[str, Any] = {
         "name": "slo",
-        "seed": 1,
-        "duration_s": 100,
-        "interval_s": 10,
-        "hosts": [{"id": f"h{k}", "link_mbit": 100} for k in range(4)],
         "instances": [{"id": "a", "host": "h0"}, {"id": "b", "host": "h1"}],
-        "files": [{"path": "/f", "size_bytes": 1_000_000}],
-        "workload": {
-            "arrival": {"process": "deterministic", "rate_rps": 8},
-            "requests": [{"path": "/f"}],
-        },
         "events": [{"at_s": 50, "phase": "later"}],
         "scaling": {"hosts": ["h2", "h3"], "boot_s": 10},
         "target": {"mean_rt_s": 0.1},
@@ -47,8 +38,9 @@ def scenario(**over: Any) -> Scenario:
             ]
         },
     }
-    base.update(over)
-    return parse_scenario(base)
+    return build_scenario(
+        n_hosts=4, rate_rps=8, size_bytes=1_000_000, arrival="deterministic", **(base | over)
+    )
 
 
 # mean RT per (instance, t); every interval has 10 requests except a at 100 (none)

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from quell.errors import InputError
-from quell.scenario import parse_scenario
 from quell.scenario.model import Scenario
 from quell.sim.oracle import fewest_instances, host_capacity, max_rate_rps, run_oracle
+from tests.sim.build import LINK_BYTES_PER_S, build_scenario
 
-LINK = 12.5e6  # bytes/s of 100 Mbit/s
+LINK = LINK_BYTES_PER_S
 MB = 1e6
 
 
@@ -38,17 +38,7 @@ def test_fewest_instances_take_the_largest_capacities_first() -> None:
 
 def scenario(**over: Any) -> Scenario:
     base: dict[str, Any] = {
-        "name": "o",
-        "seed": 1,
         "duration_s": 40,
-        "interval_s": 10,
-        "hosts": [{"id": f"h{k}", "link_mbit": 100} for k in range(4)],
-        "instances": [{"id": "i0", "host": "h0"}],
-        "files": [{"path": "/f", "size_bytes": 1_000_000}],
-        "workload": {
-            "arrival": {"process": "deterministic", "rate_rps": 10},
-            "requests": [{"path": "/f"}],
-        },
         "antagonists": [
             {"id": "n0", "kind": "iperf3", "host": "h0", "streams": 1, "bitrate_mbit": 30},
             {"id": "n1", "kind": "iperf3", "host": "h1", "streams": 1, "bitrate_mbit": 30},
@@ -57,8 +47,9 @@ def scenario(**over: Any) -> Scenario:
         "scaling": {"hosts": ["h1", "h2"]},
         "target": {"mean_rt_s": 0.16},
     }
-    base.update(over)
-    return parse_scenario(base)
+    return build_scenario(
+        n_hosts=4, rate_rps=10, size_bytes=1_000_000, arrival="deterministic", **(base | over)
+    )
 
 
 def test_a_scenario_interval_by_interval() -> None:

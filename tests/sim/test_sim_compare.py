@@ -13,28 +13,26 @@ from typing import Any
 import yaml
 
 from quell.scenario import load_scenario
+from tests.sim.build import scenario_data
 
-SCENARIO: dict[str, Any] = {
-    "name": "cmp",
-    "seed": 3,
-    "duration_s": 60,
-    "interval_s": 5,
-    "hosts": [{"id": f"h{k}", "link_mbit": 100} for k in range(3)],
-    "instances": [{"id": "i1", "host": "h0"}, {"id": "i2", "host": "h1"}],
-    "files": [{"path": "/f", "size_bytes": 200_000}],
-    "workload": {
-        "arrival": {"process": "poisson", "rate_rps": 60},
-        "requests": [{"path": "/f"}],
-    },
-    "antagonists": [{"id": "n", "kind": "iperf3", "host": "h0", "streams": 1, "bitrate_mbit": 50}],
-    "events": [{"at_s": 20, "phase": "noisy", "start": ["n"]}],
-    "probe": {"period_s": 5, "size_bytes": 100_000},
-    "target": {"mean_rt_s": 0.05},
-    "scaling": {"hosts": ["h2"], "boot_s": 5},
-    "policy": {"name": "static"},
-    "compare": [{"name": "lc"}, {"name": "threshold", "params": {"scale_out_util_pct": 20}}],
-    "service": {"size": {"distribution": "exponential"}},
-}
+SCENARIO: dict[str, Any] = scenario_data(
+    n_hosts=3,
+    rate_rps=60,
+    size_bytes=200_000,
+    name="cmp",
+    seed=3,
+    duration_s=60,
+    interval_s=5,
+    instances=[{"id": "i1", "host": "h0"}, {"id": "i2", "host": "h1"}],
+    antagonists=[{"id": "n", "kind": "iperf3", "host": "h0", "streams": 1, "bitrate_mbit": 50}],
+    events=[{"at_s": 20, "phase": "noisy", "start": ["n"]}],
+    probe={"period_s": 5, "size_bytes": 100_000},
+    target={"mean_rt_s": 0.05},
+    scaling={"hosts": ["h2"], "boot_s": 5},
+    policy={"name": "static"},
+    compare=[{"name": "lc"}, {"name": "threshold", "params": {"scale_out_util_pct": 20}}],
+    service={"size": {"distribution": "exponential"}},
+)
 
 
 def compare(path: Path, runs: Path) -> subprocess.CompletedProcess[str]:

@@ -14,27 +14,16 @@ from quell.core.loop import ControlLoop
 from quell.core.observation import Snapshot
 from quell.errors import InputError
 from quell.policy.static import StaticPolicy
-from quell.scenario import parse_scenario
 from quell.scenario.model import Scenario
 from quell.sim import SimEnvironment
+from tests.sim.build import build_scenario
 
 
 def scenario(**over: Any) -> Scenario:
-    base: dict[str, Any] = {
-        "name": "t",
-        "seed": 11,
-        "duration_s": 200,
-        "interval_s": 1,
-        "hosts": [{"id": f"h{k}", "link_mbit": 100} for k in range(4)],
-        "instances": [{"id": "i0", "host": "h0"}, {"id": "i1", "host": "h1"}],
-        "files": [{"path": "/f", "size_bytes": 100_000}],
-        "workload": {
-            "arrival": {"process": "poisson", "rate_rps": 50},
-            "requests": [{"path": "/f"}],
-        },
-    }
-    base.update(over)
-    return parse_scenario(base)
+    over = {"seed": 11, "duration_s": 200, "interval_s": 1} | over
+    if "instances" not in over:
+        over["instances"] = [{"id": "i0", "host": "h0"}, {"id": "i1", "host": "h1"}]
+    return build_scenario(n_hosts=4, **over)
 
 
 def observe_at(env: SimEnvironment, t: float) -> Snapshot:

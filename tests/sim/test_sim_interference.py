@@ -14,34 +14,24 @@ from quell.core.loop import ControlLoop
 from quell.core.observation import Snapshot
 from quell.errors import InputError
 from quell.policy.static import StaticPolicy
-from quell.scenario import parse_scenario
 from quell.scenario.model import Scenario
 from quell.scenario.service import HostInterference
 from quell.sim import SimEnvironment
 from quell.sim.core import EventCore
 from quell.sim.oracle import available_hosts, host_capacity
 from quell.sim.service import interference_changes
+from tests.sim.build import LINK_BYTES_PER_S, build_scenario
 
-LINK = 100e6 / 8.0  # bytes/s of a 100 Mbit/s link
+LINK = LINK_BYTES_PER_S
 
 
 def fleet(**over: Any) -> Scenario:
-    base: dict[str, Any] = {
-        "name": "t",
+    over = {
         "seed": 5,
         "duration_s": 200,
-        "interval_s": 10,
-        "hosts": [{"id": f"h{k}", "link_mbit": 100} for k in range(3)],
-        "instances": [{"id": "i0", "host": "h0"}],
-        "files": [{"path": "/f", "size_bytes": 100_000}],
-        "workload": {
-            "arrival": {"process": "poisson", "rate_rps": 40},
-            "requests": [{"path": "/f"}],
-        },
         "service": {"size": {"distribution": "exponential"}},
-    }
-    base.update(over)
-    return parse_scenario(base)
+    } | over
+    return build_scenario(n_hosts=3, rate_rps=40, **over)
 
 
 def interference(**spec: Any) -> dict[str, Any]:
@@ -146,19 +136,7 @@ def test_an_instance_added_later_suffers_its_host_s_neighbour() -> None:
 
 
 def test_timelines_are_seeded_independent_per_host_and_start_stationary() -> None:
-    hosts = parse_scenario(
-        {
-            "name": "t",
-            "duration_s": 1,
-            "hosts": [{"id": f"h{k}", "link_mbit": 10} for k in range(400)],
-            "instances": [{"id": "i0", "host": "h0"}],
-            "files": [{"path": "/f", "size_bytes": 1}],
-            "workload": {
-                "arrival": {"process": "poisson", "rate_rps": 1},
-                "requests": [{"path": "/f"}],
-            },
-        }
-    ).hosts
+    hosts = build_scenario(n_hosts=400, duration_s=1, interval_s=1).hosts
     spec = HostInterference(bitrate_mbit=8, on_seconds=100, off_seconds=300)
     a = interference_changes([spec], hosts, 5000, seed=1)
     b = interference_changes([spec], hosts, 5000, seed=1)

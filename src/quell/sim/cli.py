@@ -16,16 +16,14 @@ if TYPE_CHECKING:
 
 sim_app = typer.Typer(help="Run scenarios in the discrete-event simulator (virtual time).")
 
+ScenarioPath = Annotated[Path, typer.Argument(help="Scenario YAML file.", dir_okay=False)]
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print a JSON document as the last line.")]
+RunsDir = Annotated[Path, typer.Option("--runs-dir", help="Where run directories are created.")]
+
 
 @sim_app.command("run")
 def sim_run(
-    path: Annotated[Path, typer.Argument(help="Scenario YAML file.", dir_okay=False)],
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print a JSON summary as the last line.")
-    ] = False,
-    runs_dir: Annotated[
-        Path, typer.Option("--runs-dir", help="Where run directories are created.")
-    ] = Path("runs"),
+    path: ScenarioPath, as_json: JsonFlag = False, runs_dir: RunsDir = Path("runs")
 ) -> None:
     """Simulate a scenario: same format, run directory and summary as `quell lab run`."""
     from quell.cli import emit_summary, progress_bar
@@ -145,13 +143,7 @@ def _scenario_yaml(scenario: Scenario) -> str:
 
 @sim_app.command("compare")
 def sim_compare(
-    path: Annotated[Path, typer.Argument(help="Scenario YAML file.", dir_okay=False)],
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print the comparison as JSON on the last line.")
-    ] = False,
-    runs_dir: Annotated[
-        Path, typer.Option("--runs-dir", help="Where the comparison directory is created.")
-    ] = Path("runs"),
+    path: ScenarioPath, as_json: JsonFlag = False, runs_dir: RunsDir = Path("runs")
 ) -> None:
     """Run the scenario once per policy (its `policy`, then each of `compare`) on the same load
     and neighbours; print SLO, response times, instance-seconds and the oracle's side by side.
