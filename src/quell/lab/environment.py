@@ -454,14 +454,16 @@ class LabEnvironment:
         """Out of HAProxy (maint, then deleted), processes stopped, out of snapshots."""
         was_in_lb = inst.reported
         inst.state = "gone"
-        if was_in_lb:
-            rt = self._runtime()
-            rt.set_state(BACKEND, inst.spec.id, "maint")
-            # Cut what is still open (drain=False, or a drain that timed out).
-            rt.command(f"shutdown sessions server {BACKEND}/{inst.spec.id}")
-        for proc in inst.processes:
-            self.supervisor.stop(proc)
-        self._write_targets()
+        try:
+            if was_in_lb:
+                rt = self._runtime()
+                rt.set_state(BACKEND, inst.spec.id, "maint")
+                # Cut what is still open (drain=False, or a drain that timed out).
+                rt.command(f"shutdown sessions server {BACKEND}/{inst.spec.id}")
+        finally:
+            for proc in inst.processes:
+                self.supervisor.stop(proc)
+            self._write_targets()
         if was_in_lb:
             self._delete_server(inst.spec.id)
 
