@@ -45,6 +45,8 @@ def scenario(**over: Any) -> Scenario:
 
 # mean RT per (instance, t); every interval has 10 requests except a at 100 (none)
 SLOW = {("a", 20): 0.5, ("a", 90): 0.2, ("b", 40): 0.3}
+STALLED: dict[tuple[str, int], dict[str, float]] = {}
+"""Extras of the observations with nothing completed (a at 100)."""
 REPORTED = {"a": range(10, 101, 10), "b": range(10, 101, 10), "c": range(40, 81, 10)}
 
 
@@ -65,6 +67,7 @@ def build_store(path: Path, s: Scenario) -> RunStore:
                 requests=0 if idle else 10,
                 mean_rt_seconds=None if idle else rt,
                 p95_rt_seconds=None if idle else 2 * rt,
+                extra=STALLED.get((iid, t), {}),
             )
         store.add_snapshot(Snapshot(float(t), "sim", obs))
     store.add_decision(20.0, "p", Decision((AddInstance("c", "h2"),), "grow"))
@@ -131,3 +134,20 @@ def test_load_steps_are_the_changes_of_a_stepped_schedule() -> None:
     assert load_steps(scenario(workload=wl)) == [40, 70]
     ramp = {**wl, "arrival": {**steps, "shape": "ramp"}}
     assert load_steps(scenario(workload=ramp)) == []
+
+
+@pytest.mark.parametrize(("oldest_s", "counted", "met"), [(None, 5, 3), (0.05, 5, 3), (0.5, 6, 3)])
+def test_an_instance_that_finishes_nothing_while_holding_old_requests_misses(
+    tmp_path: Path, oldest_s: float | None, counted: int, met: int
+) -> None:
+    # a at 100 completes nothing: idle unless it holds a request older than R_th = 0.1 s
+    STALLED[("a", 100)] = {} if oldest_s is None else {"oldest_in_flight_seconds": oldest_s}
+    try:
+        s = scenario()
+        store = build_store(tmp_path / "run", s)
+        out = slo_summary(store, s)
+    finally:
+        STALLED.clear()
+    assert (out["counted_intervals"], out["met_intervals"]) == (counted, met)
+    assert out["stalled_intervals"] == (1 if counted == 6 else 0)
+    store.close()

@@ -16,6 +16,7 @@ from quell.errors import InputError
 from quell.policy.static import StaticPolicy
 from quell.scenario.model import Scenario
 from quell.sim import SimEnvironment
+from quell.sim.core import EventCore
 from tests.sim.build import build_scenario
 
 
@@ -138,3 +139,21 @@ def test_no_probe_section_no_probe() -> None:
     ControlLoop(env, StaticPolicy(), 1, 20, on_snapshot=snaps.append).run()
     assert not any("probe_rt_seconds" in o.extra for sn in snaps for o in sn.instances.values())
     assert all("link_util_pct" in o.extra for sn in snaps for o in sn.instances.values())
+
+
+def test_oldest_request_in_flight_leaves_probes_out() -> None:
+    # FCFS, one at a time, 1 B/s: the request of t = 0 runs until 10, the one of t = 1 waits
+    core = EventCore()
+    core.add_instance(core.add_resource(1.0), concurrency_limit=1)
+    core.run(4.0, np.array([0.0, 1.0]), np.array([10.0, 10.0]))
+    assert core.oldest_start_s().tolist() == [0.0]
+    core.run(12.0, np.empty(0), np.empty(0))  # the first is done, the second in service
+    assert core.oldest_start_s().tolist() == [1.0]
+    probe = (np.array([25.0]), np.array([0]), np.array([10.0]))
+    core.run(30.0, np.empty(0), np.empty(0), *probe)
+    assert core.in_system().tolist() == [1]
+    assert core.oldest_start_s().tolist() == [np.inf]  # a probe is not a request
+    env = SimEnvironment(scenario(duration_s=30))
+    snap = observe_at(env, 10)
+    ages = [o.extra.get("oldest_in_flight_seconds") for o in snap.instances.values()]
+    assert all(a is None or 0.0 <= a < 10.0 for a in ages)

@@ -2,8 +2,12 @@
 store (lab or simulator) and the scenario it ran.
 
 **SLO fraction.** An *instance-interval* is one observation (instance, interval (t − Δ, t]) in
-which at least one request completed (so it has a mean response time). It *meets* the target
-when its mean RT ≤ R_th (``target.mean_rt_s``). Instance-intervals right after a change the
+which at least one request completed (so it has a mean response time); it *meets* the target
+when its mean RT ≤ R_th (``target.mean_rt_s``). An observation in which nothing completed
+although the instance has held a request for longer than R_th (``extra
+["oldest_in_flight_seconds"]``, which the simulator reports) is a *stalled* instance-interval,
+and misses: an instance too overloaded to finish anything must not vanish from the count. An
+observation with nothing completed and nothing old in flight is idle and not counted. Instance-intervals right after a change the
 service suffers or makes are left out: a change at time d excludes every instance-interval in
 its scope that overlaps [d, d + settle_s), i.e. with d < t and d + settle_s > t − Δ. The
 changes and their scopes:
@@ -27,6 +31,7 @@ that could have met the target, from ``quell.sim.oracle`` (needs a target)."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -42,6 +47,7 @@ from quell.sim.service import interference_changes
 from quell.store.run import DB_NAME, RunStore
 
 DEFAULT_BOOT_S = 30.0
+OLDEST_KEY = "oldest_in_flight_seconds"
 
 
 def default_settle_s(scenario: Scenario) -> float:
@@ -50,23 +56,27 @@ def default_settle_s(scenario: Scenario) -> float:
 
 
 def _observations(store: RunStore) -> dict[str, NDArray[Any]]:
-    """time_s, interval_s, instance_id, requests, mean_rt_s of every observation, as arrays (read
-    straight from the store's database: the per-row ``Observation`` objects are too slow for
-    fleets)."""
+    """time_s, interval_s, instance_id, requests, mean_rt_s and, where no request completed,
+    oldest_s (``extra["oldest_in_flight_seconds"]``, NaN if not reported) of every observation,
+    as arrays (read straight from the store's database: the per-row ``Observation`` objects are
+    too slow for fleets)."""
     conn = sqlite3.connect(f"file:{Path(store.path) / DB_NAME}?mode=ro", uri=True)
     try:
         rows = conn.execute(
-            "SELECT time_s, interval_s, instance_id, requests, mean_rt_seconds FROM observations"
+            "SELECT time_s, interval_s, instance_id, requests, mean_rt_seconds,"
+            " CASE WHEN requests = 0 THEN extra END FROM observations"
         ).fetchall()
     finally:
         conn.close()
-    cols = list(zip(*rows, strict=True)) if rows else [(), (), (), (), ()]
+    cols = list(zip(*rows, strict=True)) if rows else [()] * 6
+    oldest = [json.loads(x).get(OLDEST_KEY, np.nan) if x is not None else np.nan for x in cols[5]]
     return {
         "time_s": np.asarray(cols[0], dtype=np.float64),
         "interval_s": np.asarray(cols[1], dtype=np.float64),
         "instance": np.asarray(cols[2], dtype=object),
         "requests": np.asarray(cols[3], dtype=np.int64),
         "mean_rt_s": np.asarray([np.nan if v is None else v for v in cols[4]], dtype=np.float64),
+        "oldest_s": np.asarray(oldest, dtype=np.float64),
     }
 
 
@@ -221,14 +231,16 @@ def slo_summary(
     if scenario.target is None:
         return out
     target = scenario.target.mean_rt_s
-    has = obs["requests"] > 0
+    stalled = (obs["requests"] == 0) & (obs["oldest_s"] > target)
+    has = (obs["requests"] > 0) | stalled
     skip = excluded(obs, scenario, actions, settle)
-    met = has & (obs["mean_rt_s"] <= target)
+    met = (obs["requests"] > 0) & (obs["mean_rt_s"] <= target)
     counted = has & ~skip
     n_has, n_counted = int(has.sum()), int(counted.sum())
     out.update(
         {
             "instance_intervals": n_has,
+            "stalled_intervals": int(stalled.sum()),
             "excluded_intervals": int((has & skip).sum()),
             "counted_intervals": n_counted,
             "met_intervals": int((met & ~skip).sum()),

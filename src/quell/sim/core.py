@@ -240,6 +240,24 @@ class EventCore:
         """Jobs in service or waiting, per instance."""
         return self.i_active_ + self.i_wait_
 
+    def oldest_start_s(self) -> NDArray[np.float64]:
+        """Per instance, the arrival time of its oldest request in service or waiting (probes
+        left out); ``inf`` for an instance that holds none."""
+        out = np.full(self.n_instances, np.inf)
+        n = self.r_n_
+        total = int(n.sum())
+        if total:
+            within = np.arange(total) - np.repeat(np.cumsum(n) - n, n)
+            k = np.repeat(self._r_off, n) + within
+            inst = self._jobs[2][k]
+            req = inst >= 0
+            np.minimum.at(out, inst[req], self._jobs[1][k][req])
+        waiting = np.flatnonzero(self.i_wait_ > 0)
+        if waiting.size:  # each queue is FIFO: its head is its oldest
+            head = self._qpool[0][self._q_off[waiting] + self._qhead[waiting]]
+            out[waiting] = np.minimum(out[waiting], head)
+        return out
+
     # -- running -----------------------------------------------------------------------------
     def run(
         self,

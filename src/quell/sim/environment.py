@@ -9,9 +9,10 @@ event core up to ``clock.now()`` and summarises the interval that just ended.
 
 What the lab and the simulator agree on: an added instance is in snapshots once it serves
 (after ``scaling.boot_s``); a removed one is reported until it has drained, then disappears;
-``extra["probe_rt_seconds"]`` is the latest probe completed in the interval (``scenario.probe``)
-and ``extra["link_util_pct"]`` the work done on the instance's host link in the interval by
-everyone on it, neighbours included, as a share of the link's capacity."""
+``extra["probe_rt_seconds"]`` is the latest probe completed in the interval (``scenario.probe``),
+``extra["link_util_pct"]`` the work done on the instance's host link in the interval by everyone
+on it, neighbours included, as a share of the link's capacity, and
+``extra["oldest_in_flight_seconds"]`` the age of the oldest request the instance still holds."""
 
 from __future__ import annotations
 
@@ -47,6 +48,8 @@ DEFAULT_BOOT_S = 30.0
 """Delay of ``AddInstance`` when the scenario has no ``scaling`` section."""
 PROBE_KEY = "probe_rt_seconds"
 LINK_UTIL_KEY = "link_util_pct"
+OLDEST_KEY = "oldest_in_flight_seconds"
+"""How long the oldest request still in the instance at the interval's end has been there."""
 
 # instance states
 BOOTING, SERVING, DRAINING, GONE = 0, 1, 2, 3
@@ -400,6 +403,7 @@ class SimEnvironment:
         probe_rt = self._probe_rt
         self._probe_rt = np.full(n, np.nan)
         in_system = core.in_system()
+        oldest = t - core.oldest_start_s()
         out: dict[str, Observation] = {}
         for i in range(n):
             state = self._state[i]
@@ -410,6 +414,8 @@ class SimEnvironment:
             extra = {LINK_UTIL_KEY: float(link_util[core.i_res_[i]])}
             if not np.isnan(probe_rt[i]):
                 extra[PROBE_KEY] = float(probe_rt[i])
+            if np.isfinite(oldest[i]):
+                extra[OLDEST_KEY] = float(oldest[i])
             out[self.instance_ids_[i]] = Observation(
                 time_s=t,
                 instance_id=self.instance_ids_[i],
