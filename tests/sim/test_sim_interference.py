@@ -39,7 +39,7 @@ def interference(**spec: Any) -> dict[str, Any]:
 
 
 def run(s: Scenario) -> tuple[SimEnvironment, list[Snapshot]]:
-    env = SimEnvironment(s)
+    env = SimEnvironment(s, log_capacity=True)
     snaps: list[Snapshot] = []
     loop = ControlLoop(env, StaticPolicy(), s.interval_s, s.duration_s, s.events)
     loop.on_snapshot = snaps.append

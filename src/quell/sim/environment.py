@@ -63,6 +63,7 @@ class SimEnvironment:
     scenario : the scenario, as loaded.
     base_dir : where relative paths in the scenario (traces) resolve.
     schedule : a precomputed request schedule (default: built from the scenario seed).
+    log_capacity : keep ``capacity_log_`` (for checks; it grows with hosts × intervals).
     """
 
     name = "sim"
@@ -72,6 +73,7 @@ class SimEnvironment:
         scenario: Scenario,
         base_dir: Path = Path("."),
         schedule: RequestSchedule | None = None,
+        log_capacity: bool = False,
     ) -> None:
         self.scenario = scenario
         self.base_dir = base_dir
@@ -153,9 +155,11 @@ class SimEnvironment:
         self._pending: list[Records] = []
         self._last_obs_s = 0.0
         self.lb_refused_total_ = 0
+        self.log_capacity = log_capacity
         self.capacity_log_: list[NDArray[np.float64]] = []
-        """Per snapshot: each link host's mean capacity left by neighbours with a bitrate over
-        the interval (bytes/s, in ``scenario.hosts`` order; NaN for hosts without a link)."""
+        """With ``log_capacity``, per snapshot: each link host's mean capacity left by neighbours
+        with a bitrate over the interval (bytes/s, in ``scenario.hosts`` order; NaN for hosts
+        without a link) — what the oracle computes from the scenario."""
         mode = svc.request_log
         self.request_log_ = mode == "on" or (
             mode == "auto" and len(self.schedule_) <= AUTO_LOG_MAX_REQUESTS
@@ -361,10 +365,9 @@ class SimEnvironment:
         )
         total = work + self._taken_area + self._fill
         avail = self._nominal - self._taken_area / interval if interval > 0 else self._nominal
-        self.capacity_log_.append(
-            np.asarray([avail[self._host_resource[h.id]] if h.id in self._host_resource
-                        else np.nan for h in self.scenario.hosts])
-        )  # fmt: skip
+        if self.log_capacity:
+            host_res = [self._host_resource.get(h.id, -1) for h in self.scenario.hosts]
+            self.capacity_log_.append(np.where(np.asarray(host_res) >= 0, avail[host_res], np.nan))
         self._taken_area[:] = 0.0
         self._fill[:] = 0.0
         if interval <= 0:
