@@ -93,6 +93,7 @@ def test_slo_fraction_exclusions_and_instance_seconds(tmp_path: Path) -> None:
     assert out["met_intervals"] == 3
     assert out["slo_fraction"] == 0.6
     assert out["slo_fraction_all"] == round(21 / 24, 5)  # a 20, a 90, b 40 miss
+    assert out["slo_request_fraction"] == 0.6  # 10 requests in each
     # billed: a, b the whole 100 s; c from its request at 20 to its last report at 80;
     # d from 30 to its cancellation at 40
     assert out["instance_seconds"] == 100 + 100 + 60 + 10

@@ -21,7 +21,9 @@ changes and their scopes:
 ``settle_s`` defaults to boot_s + 2 × interval_s (``scaling.boot_s``, 30 s without scaling): an
 added instance boots, then gets two intervals to settle. Weight changes are the policy's
 everyday work and exclude nothing. ``slo_fraction`` = met / counted instance-intervals;
-``slo_fraction_all`` is the same without exclusions.
+``slo_fraction_all`` is the same without exclusions; ``slo_request_fraction`` weighs each counted
+instance-interval by its completed requests (a policy that idles most instances and overloads a
+few scores well by instance-intervals, not by requests).
 
 **Instance-seconds** (what a cloud bills): each instance from the start of the run (initial
 ones) or from the ``AddInstance`` that asked for it (booting counts), to the end of the run, or,
@@ -237,6 +239,8 @@ def slo_summary(
     met = (obs["requests"] > 0) & (obs["mean_rt_s"] <= target)
     counted = has & ~skip
     n_has, n_counted = int(has.sum()), int(counted.sum())
+    req_counted = int(obs["requests"][counted].sum())
+    req_met = int(obs["requests"][met & ~skip].sum())
     out.update(
         {
             "instance_intervals": n_has,
@@ -246,6 +250,7 @@ def slo_summary(
             "met_intervals": int((met & ~skip).sum()),
             "slo_fraction": round(int((met & ~skip).sum()) / n_counted, 5) if n_counted else None,
             "slo_fraction_all": round(int(met.sum()) / n_has, 5) if n_has else None,
+            "slo_request_fraction": round(req_met / req_counted, 5) if req_counted else None,
         }
     )
     if oracle is None:

@@ -65,6 +65,7 @@ COMPARE_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("policy", "policy", "s"),
     ("SLO %", "slo_pct", ".1f"),
     ("all %", "slo_all_pct", ".1f"),
+    ("req %", "slo_req_pct", ".1f"),
     ("mean ms", "mean_rt_ms", ".0f"),
     ("p95 ms", "p95_rt_ms", ".0f"),
     ("inst-s", "instance_seconds", ".0f"),
@@ -85,6 +86,7 @@ def comparison_row(
         "run_dir": str(run_dir),
         "slo_pct": pct(slo.get("slo_fraction")),
         "slo_all_pct": pct(slo.get("slo_fraction_all")),
+        "slo_req_pct": pct(slo.get("slo_request_fraction")),
         "mean_rt_ms": slo.get("mean_rt_ms"),
         "p95_rt_ms": slo.get("p95_rt_ms"),
         "instance_seconds": slo.get("instance_seconds"),
@@ -111,7 +113,7 @@ def print_comparison(doc: dict[str, Any], console: Console) -> None:
     if target:
         console.print(
             f"SLO %: instance-intervals with mean RT <= target, leaving out {doc['settle_s']:g} s "
-            "after each change (all %: none left out); inst-s: instance-seconds used; oracle: "
+            "after each change (all %: none left out; req %: weighed by requests); inst-s: instance-seconds used; oracle: "
             "the fewest that could have met the target; errors: failed control cycles"
         )
 
