@@ -80,10 +80,12 @@ def scenario_check(path: ScenarioArg) -> None:
     """Validate a scenario file (and the policies it names, with their model files) and list
     every problem found."""
     from quell.policy import build_policy
+    from quell.sim.cli import _run_scenario_of
 
     s = load_scenario(path)
     for spec in [s.policy, *s.compare]:
-        build_policy(spec, s, path.parent)
+        run = _run_scenario_of(s, spec)  # lc runs with the leastconn balancer it relies on
+        build_policy(run.policy, run, path.parent)
     out_console.print(
         f"[green]ok[/]: {s.name}: {len(s.hosts)} host(s), {len(s.instances)} instance(s), "
         f"{len(s.phases())} phase(s), {s.duration_s:g} s"

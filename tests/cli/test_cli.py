@@ -196,3 +196,21 @@ def test_lab_report_incomplete_run_says_so(tmp_path: Path) -> None:
     proc = quell("lab", "report", tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "incomplete run: it stopped before the end; data ends at 4 s" in proc.stdout
+
+
+def test_scenario_check_builds_the_policies_it_names(tmp_path: Path) -> None:
+    scenario = tmp_path / "s.yaml"
+    body = (
+        "name: policies\nduration_s: 10\nhosts: [{id: h1, link_mbit: 100}]\n"
+        "instances: [{id: i1, host: h1}]\nfiles: [{path: /a.bin, size_bytes: 1000}]\n"
+        "workload: {arrival: {process: poisson, rate_rps: 5}, requests: [{path: /a.bin}]}\n"
+        "target: {mean_rt_s: 0.02}\n"
+    )
+    # lc relies on HAProxy's leastconn: the comparison runs it with that balancer.
+    scenario.write_text(body + "compare: [{name: rr}, {name: lc}]\n")
+    ok = quell("scenario", "check", scenario)
+    assert ok.returncode == 0, ok.stderr
+    scenario.write_text(body + "policy: {name: prima, params: {model: nope.json}}\n")
+    assert_clean_failure(
+        quell("scenario", "check", scenario), "nope.json", "model bundle not found"
+    )
