@@ -12,6 +12,7 @@ Policies only decide; the environment carries the actions out.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from typing import Annotated, Any
 
@@ -141,7 +142,7 @@ class LeastConnPolicy(RoundRobinPolicy):
 
 
 # -- lsf, lr ---------------------------------------------------------------------------------
-class _LeastFirstPolicy:
+class _LeastFirstPolicy(ABC):
     """Shared rule of LSF and LR; subclasses say what the score is and how new instances start."""
 
     name = ""
@@ -152,11 +153,13 @@ class _LeastFirstPolicy:
         self.fleet = fleet
         self.streak = Streak(wait_intervals)
 
+    @abstractmethod
     def _scores(self, snapshot: Snapshot) -> dict[str, float]:
-        raise NotImplementedError
+        """Each instance's score (lower gets more load): SF for LSF, mean RT for LR."""
 
+    @abstractmethod
     def _new_weight(self) -> int:
-        raise NotImplementedError
+        """The weight a newly added instance joins with."""
 
     def decide(self, snapshot: Snapshot) -> Decision:
         self.fleet.update(snapshot)
