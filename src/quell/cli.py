@@ -79,12 +79,11 @@ def emit_summary(summary: dict[str, Any], as_json: bool) -> None:
 def scenario_check(path: ScenarioArg) -> None:
     """Validate a scenario file (and the policies it names, with their model files) and list
     every problem found."""
-    from quell.policy import build_policy
-    from quell.sim.cli import _run_scenario_of
+    from quell.policy import build_policy, scenario_for_policy
 
     s = load_scenario(path)
     for spec in [s.policy, *s.compare]:
-        run = _run_scenario_of(s, spec)  # lc runs with the leastconn balancer it relies on
+        run = scenario_for_policy(s, spec)  # lc runs with the leastconn balancer it relies on
         build_policy(run.policy, run, path.parent)
     out_console.print(
         f"[green]ok[/]: {s.name}: {len(s.hosts)} host(s), {len(s.instances)} instance(s), "
@@ -119,12 +118,11 @@ def lab_compare(
     scenario = load_scenario(path)
     from quell.experiment import new_run_dir
     from quell.lab.runner import run_lab
-    from quell.policy import build_policy
+    from quell.policy import build_policy, scenario_for_policy
     from quell.report.compare import compare_table, comparison
     from quell.report.render import render_report
-    from quell.sim.cli import _run_scenario_of
 
-    runs_of = [_run_scenario_of(scenario, spec) for spec in [scenario.policy, *scenario.compare]]
+    runs_of = [scenario_for_policy(scenario, spec) for spec in [scenario.policy, *scenario.compare]]
     for s in runs_of:  # every policy must build before the first run starts
         build_policy(s.policy, s, path.parent)
     runs: list[tuple[str, Path]] = []

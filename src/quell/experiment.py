@@ -31,14 +31,19 @@ class RequestSource(Protocol):
     def take_requests(self) -> list[RequestRecord]: ...
 
 
-def new_run_dir(root: Path, scenario: Scenario, environment: str) -> Path:
+def unique_run_dir(root: Path, label: str) -> Path:
+    """``root/<timestamp>-<label>``, with ``-2``, ``-3``... if that exists already."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    base = root / f"{stamp}-{environment}-{scenario.name}"
+    base = root / f"{stamp}-{label}"
     path, k = base, 1
     while path.exists():
         k += 1
         path = base.with_name(f"{base.name}-{k}")
     return path
+
+
+def new_run_dir(root: Path, scenario: Scenario, environment: str) -> Path:
+    return unique_run_dir(root, f"{environment}-{scenario.name}")
 
 
 def prepare_run_dir(

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from quell.errors import ComponentError, InputError, PrerequisiteError, Problem
+from quell.experiment import unique_run_dir
 from quell.lab.network import Topology, netns_pids
 from quell.lab.process import Managed, Placement, Supervisor, run_checked
 from quell.lab.servers import write_docroot
@@ -463,16 +464,6 @@ def preflight(plan: MeasurePlan, which: Callable[[str], str | None] = shutil.whi
         raise PrerequisiteError("the lab must run as root", "network namespaces and RPS")
 
 
-def new_measure_dir(runs_dir: Path) -> Path:
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    base = runs_dir / f"{stamp}-lab-multicore"
-    path, k = base, 1
-    while path.exists():
-        k += 1
-        path = base.with_name(f"{base.name}-{k}")
-    return path
-
-
 def run_measurement(
     plan: MeasurePlan,
     runs_dir: Path,
@@ -484,7 +475,7 @@ def run_measurement(
 
     preflight(plan)
     raise_fd_limit()
-    run_dir = new_measure_dir(runs_dir)
+    run_dir = unique_run_dir(runs_dir, "lab-multicore")
     run_dir.mkdir(parents=True)
     lab = MulticoreLab(plan, run_dir)
     plan_doc = {

@@ -19,7 +19,7 @@ from quell.lab.environment import LabEnvironment
 from quell.lab.preflight import preflight
 from quell.policy import build_policy
 from quell.report.summary import summarize
-from quell.scenario.model import PolicySpec, Scenario
+from quell.scenario.model import Scenario
 from quell.signals.cgroup import detect_layout
 
 log = logging.getLogger(__name__)
@@ -60,12 +60,11 @@ def run_lab(
     scenario_path: Path,
     runs_dir: Path,
     progress: Callable[[], AbstractContextManager[ProgressFn]] = no_progress,
-    policy_spec: PolicySpec | None = None,
 ) -> dict[str, Any]:
     """Check, bring up, run and tear down. ``progress`` opens the progress display; it is
     opened only once the pre-start checks have passed, so a refusal shows no bar."""
     preflight(scenario, scenario_path.parent, str(scenario_path))
-    policy = build_policy(policy_spec or scenario.policy, scenario, scenario_path.parent)
+    policy = build_policy(scenario.policy, scenario, scenario_path.parent)
     raise_fd_limit()
     layout = detect_layout()
     run_dir = new_run_dir(runs_dir, scenario, "lab")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Literal, Protocol
 
 from quell.core.environment import Policy
 from quell.errors import InputError, Problem
@@ -44,4 +44,25 @@ def build_policy(spec: PolicySpec, scenario: Scenario, base_dir: Path = Path("."
     return factory.build(dict(spec.params), PolicyContext.from_scenario(scenario, base_dir))
 
 
-__all__ = ["POLICIES", "PolicyContext", "build_policy", "policy_class"]
+BALANCER_OF: dict[str, Literal["roundrobin", "leastconn"]] = {"lc": "leastconn"}
+"""Policies that leave the choice to the balancer's own algorithm get it in their run."""
+
+
+def scenario_for_policy(scenario: Scenario, spec: PolicySpec) -> Scenario:
+    """The scenario one policy of a comparison runs: ``spec`` as its only policy, and the
+    balancer algorithm the policy relies on (``lc``: least connections)."""
+    update: dict[str, Any] = {"policy": spec, "compare": []}
+    algorithm = BALANCER_OF.get(spec.name)
+    if algorithm is not None:
+        update["load_balancer"] = scenario.load_balancer.model_copy(update={"algorithm": algorithm})
+    return scenario.model_copy(update=update)
+
+
+__all__ = [
+    "BALANCER_OF",
+    "POLICIES",
+    "PolicyContext",
+    "build_policy",
+    "policy_class",
+    "scenario_for_policy",
+]

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from quell.scenario.model import PolicySpec, Scenario
+from quell.scenario.model import Scenario
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -118,20 +118,6 @@ def print_comparison(doc: dict[str, Any], console: Console) -> None:
         )
 
 
-BALANCER_OF: dict[str, Literal["roundrobin", "leastconn"]] = {"lc": "leastconn"}
-"""Policies that leave the choice to the balancer's own algorithm get it in their run."""
-
-
-def _run_scenario_of(scenario: Scenario, spec: PolicySpec) -> Scenario:
-    """The scenario one policy of a comparison runs: ``spec`` as its only policy, and the
-    balancer algorithm the policy relies on (``lc``: least connections)."""
-    update: dict[str, Any] = {"policy": spec, "compare": []}
-    algorithm = BALANCER_OF.get(spec.name)
-    if algorithm is not None:
-        update["load_balancer"] = scenario.load_balancer.model_copy(update={"algorithm": algorithm})
-    return scenario.model_copy(update=update)
-
-
 def _scenario_yaml(scenario: Scenario) -> str:
     """The scenario a comparison run ran, as a loadable file (its policy always spelled out)."""
     import yaml
@@ -152,7 +138,7 @@ def sim_compare(
     `lc` runs with the balancer's least-connections algorithm, the others as the scenario says."""
     from quell.cli import err_console, out_console, progress_bar
     from quell.experiment import new_run_dir, prepare_run_dir, run_scenario
-    from quell.policy import build_policy
+    from quell.policy import build_policy, scenario_for_policy
     from quell.report.slo import default_settle_s, slo_summary
     from quell.scenario import load_scenario
     from quell.sim.environment import SimEnvironment
@@ -163,7 +149,7 @@ def sim_compare(
     scenario = load_scenario(path)
     base = path.parent
     specs = [scenario.policy, *scenario.compare]
-    runs = [_run_scenario_of(scenario, spec) for spec in specs]
+    runs = [scenario_for_policy(scenario, spec) for spec in specs]
     policies = [build_policy(s.policy, s, base) for s in runs]  # bad params: exit before running
     schedule = build_schedule(scenario, base)
     oracle = None
