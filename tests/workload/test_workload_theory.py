@@ -12,7 +12,7 @@ from quell.core.rng import component_rng
 from quell.scenario import parse_scenario
 from quell.workload.arrival import Mmpp2, Poisson, index_of_dispersion
 from quell.workload.schedule import build_schedule
-from quell.workload.sessions import zipf_probabilities
+from quell.workload.sessions import VideoFile, video_files, zipf_probabilities
 
 
 @pytest.mark.parametrize("dispersion", [5.0, 20.0])
@@ -78,3 +78,16 @@ def test_video_sessions_zipf_and_pacing() -> None:
     c4 = np.flatnonzero(paths == f"/{vid}/c4")
     assert np.any(np.isclose(sched.times_s[c3], t_first + 10.0))
     assert np.any(np.isclose(sched.times_s[c4], t_first + 20.0))
+
+
+def test_video_files_group_chunk_paths_by_video_with_the_video_chunk_size() -> None:
+    paths = ["/v3/c0", "/v0/c2", "/v3/c1", "/v0/c0"]
+    sizes = [700, 250, 700, 250]
+    assert video_files(paths, sizes) == [
+        VideoFile("/v0/chunk.bin", 250, ("/v0/c2", "/v0/c0")),
+        VideoFile("/v3/chunk.bin", 700, ("/v3/c0", "/v3/c1")),
+    ]
+    with pytest.raises(ValueError, match="video 0 has chunks of 250 and 300 bytes"):
+        video_files(["/v0/c0", "/v0/c1"], [250, 300])
+    with pytest.raises(ValueError, match="not a video chunk path"):
+        video_files(["/f100k.bin"], [1])

@@ -5,11 +5,15 @@ one video drawn from a Zipf(α) popularity over ``videos`` videos; a video of me
 ``mean_video_bytes`` is cut into chunks of about ``mean_chunk_bytes`` (10 s of play each). The
 first ``prefetch_chunks`` are requested at once (filling the buffer), then one chunk every
 ``chunk_seconds`` (pacing). Requests are open loop: the schedule does not wait for responses.
-Paths are ``/v{video}/c{chunk}``.
+Paths are ``/v{video}/c{chunk}``; every chunk of a video has the video's chunk size, so the lab
+serves each video from one file (``video_files``).
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,6 +29,38 @@ if TYPE_CHECKING:
 
 VIDEO_SIZE_SIGMA = 0.5
 """Spread (σ of log size) of video sizes around their mean."""
+CHUNK_PATH = re.compile(r"^/v(\d+)/c(\d+)$")
+"""The path of chunk ``c`` of video ``v``: ``/v{v}/c{c}``."""
+VIDEO_FILE = "chunk.bin"
+"""Name of the one file per video directory that every chunk path of that video shares."""
+
+
+@dataclass(frozen=True)
+class VideoFile:
+    """What a server needs to serve one video's chunks: a file of the video's chunk size and
+    the chunk paths (all alike in size) that stand for it."""
+
+    path: str
+    size_bytes: int
+    chunk_paths: tuple[str, ...]
+
+
+def video_files(paths: Sequence[str], sizes_bytes: Sequence[int]) -> list[VideoFile]:
+    """Group a video schedule's chunk paths by video: one file per video, in video order.
+
+    Every chunk of a video has the same size, so a server can answer each chunk path with the
+    video's one file (the lab links the chunk paths to it)."""
+    chunks: dict[int, list[str]] = {}
+    size_of: dict[int, int] = {}
+    for path, size in zip(paths, sizes_bytes, strict=True):
+        m = CHUNK_PATH.match(path)
+        if m is None:
+            raise ValueError(f"{path!r} is not a video chunk path (/v<video>/c<chunk>)")
+        v = int(m.group(1))
+        if size_of.setdefault(v, size) != size:
+            raise ValueError(f"video {v} has chunks of {size_of[v]} and {size} bytes")
+        chunks.setdefault(v, []).append(path)
+    return [VideoFile(f"/v{v}/{VIDEO_FILE}", size_of[v], tuple(chunks[v])) for v in sorted(chunks)]
 
 
 def zipf_probabilities(videos: int, alpha: float) -> NDArray[np.float64]:
