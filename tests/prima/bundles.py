@@ -62,3 +62,29 @@ def linear_bundle(workload: str = "synthetic") -> ModelBundle:
 def write_linear_bundle(path: Path, workload: str = "synthetic") -> Path:
     linear_bundle(workload).save(path)
     return path
+
+
+SHIFT = 0.5
+"""Level bundle: the hinge moves right by SHIFT per % of the instance's own U, as when SF
+depends on how U_total splits between the instance and its neighbours."""
+
+
+def level_sf(u: float, u_total: float) -> float:
+    return K * max(0.0, u_total - X0 - SHIFT * u)
+
+
+def level_capacity(u_int: float, target_rt_s: float) -> float:
+    """Closed-form U_max of the level bundle (where SF > 0 at the capacity)."""
+    return (target_rt_s - A - C * K * (u_int - X0)) / (B + C * K * (1.0 - SHIFT))
+
+
+def level_bundle(workload: str = "synthetic") -> ModelBundle:
+    us = np.arange(0.0, 101.0, 10.0)
+    sfs = np.arange(0.0, 8.01, 1.0)
+    rtm = [(float(u), float(s), rt(u, s)) for u in us for s in sfs]
+    im = [
+        (float(x), level_sf(u, x), float(u), float(u))
+        for u in np.arange(0.0, 101.0, 20.0)
+        for x in np.arange(u, 161.0, 5.0)
+    ]
+    return build_bundle(meta(workload), probe_table(), rtm, im, im_resolution_pct=5.0)

@@ -50,7 +50,7 @@ def test_newer_version(tmp_path: Path) -> None:
     d = json.loads(path.read_text())
     d["version"] = 7
     path.write_text(json.dumps(d))
-    assert "bundle version 7; this quell reads 1" in _problems(path)
+    assert "bundle version 7; this quell reads 1, 2" in _problems(path)
 
 
 def test_bundle_from_another_workload(tmp_path: Path) -> None:
@@ -84,3 +84,25 @@ def test_out_of_range_queries_are_clamped_and_flagged(tmp_path: Path) -> None:
     assert np.isfinite(q.value).all()
     assert b.im.predict(np.array([500.0])).clamped[0]
     assert b.probe_table.out_of_range(np.array([5.0, 50.0])).tolist() == [True, False]
+
+
+def test_version_1_bundles_still_load_and_level_bundles_round_trip(tmp_path: Path) -> None:
+    path = sb.write_linear_bundle(tmp_path / "v1.json")
+    d = json.loads(path.read_text())
+    d["version"] = 1
+    path.write_text(json.dumps(d))
+    assert load_bundle(path).im.level_util_pct_.size == 1
+    level = tmp_path / "levels.json"
+    sb.level_bundle().save(level)
+    b = load_bundle(level)
+    assert b.im.predict(np.array([95.0]), np.array([30.0])).value[0] == pytest.approx(
+        sb.level_sf(30.0, 95.0)
+    )
+
+
+def test_a_bundle_mixing_im_point_forms_is_refused(tmp_path: Path) -> None:
+    path = sb.write_linear_bundle(tmp_path / "m.json")
+    d = json.loads(path.read_text())
+    d["im_points"][0] = [*d["im_points"][0], 10.0, 10.0]
+    path.write_text(json.dumps(d))
+    assert "mix (U_total, SF) and (U_total, SF, U, level)" in _problems(path)

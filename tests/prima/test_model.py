@@ -96,3 +96,51 @@ def test_capacity_model_keeps_parameters_as_given() -> None:
     assert not hasattr(cm, "u_max_pct_")
     cm.fit()
     assert cm.u_max_pct_.shape == cm.u_int_grid_.shape
+
+
+def test_a_single_level_is_the_papers_one_curve() -> None:
+    rng = np.random.default_rng(5)
+    total = rng.uniform(0, 100, 60)
+    sf = np.array([sb.sf_of_total(x) for x in total]) + rng.normal(0, 0.05, total.size)
+    plain = InterferenceModel(5.0).fit(total, sf)
+    one = InterferenceModel(5.0).fit(total, sf, rng.uniform(10, 30, total.size), [20.0] * 60)
+    q = np.linspace(0, 110, 23)
+    assert one.predict(q, np.full(q.size, 70.0)).value == pytest.approx(plain.predict(q).value)
+    s = np.linspace(0, 6, 13)
+    near = np.full(s.size, 30.0)
+    assert one.inverse(s, near).value == pytest.approx(plain.inverse(s, near).value)
+
+
+def test_level_im_interpolates_between_levels_and_inverts_at_a_given_u() -> None:
+    im = sb.level_bundle().im
+    assert np.all(np.diff(im.sf_, axis=1) >= 0)  # every level's curve is monotone
+    u = np.array([10.0, 30.0, 50.0, 75.0])
+    total = np.array([80.0, 95.0, 120.0, 130.0])  # all on the hinges' sloped parts
+    expect = [sb.level_sf(a, b) for a, b in zip(u, total, strict=True)]
+    got = im.predict(total, u)
+    assert got.value == pytest.approx(expect, abs=1e-9)
+    assert not got.clamped.any()
+    back = im.inverse(got.value, u)
+    assert back.value == pytest.approx(total, abs=1e-6)
+    assert im.predict(np.array([80.0]), np.array([120.0])).clamped[0]  # U beyond the levels
+    with pytest.raises(ValueError, match="needs the instance's U"):
+        im.predict(np.array([50.0]))
+
+
+@pytest.mark.parametrize("u_int", [45.0, 60.0])
+def test_capacity_with_a_level_im_matches_the_closed_form(u_int: float) -> None:
+    cm = sb.level_bundle().capacity_model(0.025)
+    expected = sb.level_capacity(u_int, 0.025)
+    got = cm.capacity_for(np.array([u_int])).value[0]
+    assert got == pytest.approx(expected, abs=cm.u_step_pct + 0.05)
+    assert got <= expected + 1e-9
+    # From a measurement: an instance at 30 % reading the SF of that neighbour load.
+    sf = sb.level_sf(30.0, 30.0 + u_int)
+    est, cap = cm.capacity(np.array([30.0]), np.array([sf]))
+    assert est.value[0] == pytest.approx(u_int, abs=0.01)
+    assert cap.value[0] == pytest.approx(expected, abs=cm.u_step_pct + 0.05)
+
+
+def test_level_im_refuses_half_given_levels() -> None:
+    with pytest.raises(InputError, match="both U and its level"):
+        InterferenceModel().fit([10.0, 20.0], [0.0, 0.1], util_pct=[5.0, 5.0])

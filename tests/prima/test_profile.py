@@ -13,7 +13,8 @@ import pytest
 from quell.core.observation import Observation, Snapshot
 from quell.errors import InputError
 from quell.experiment import prepare_run_dir
-from quell.prima.profile import Profiler, load_profile_spec
+from quell.prima.model import InterferenceModel
+from quell.prima.profile import CellResult, Profiler, load_profile_spec, pool
 from quell.prima.validate import summary, validate
 from quell.scenario.model import Iperf3, Scenario
 from tests.prima import bundles as sb
@@ -97,8 +98,44 @@ def test_profile_recovers_the_models_and_resumes(tmp_path: Path) -> None:
     # check that validation compares each point's SF with IM at its measured total load.
     rows = validate(bundle, cells)
     for r in rows:
-        assert r.sf_pred == pytest.approx(bundle.im.predict(np.array([r.total_util_pct])).value[0])
+        assert r.sf_pred == pytest.approx(
+            bundle.im.predict(np.array([r.total_util_pct]), np.array([r.util_pct])).value[0]
+        )
     assert s["im_sf_points"] == sum(r.sf >= 0.1 for r in rows)
+    # In this world the probe's SF depends on U as well as U_total (its slowdown beyond
+    # R_iso(U)): one IM curve per utilisation level follows it, the paper's single curve
+    # over U_total cannot.
+    pts = bundle.data.im_points
+    one = InterferenceModel(bundle.data.im_resolution_pct).fit(
+        [p[0] for p in pts], [p[1] for p in pts]
+    )
+    single = np.mean(
+        [
+            abs(one.predict(np.array([r.total_util_pct])).value[0] - r.sf) / r.sf
+            for r in rows
+            if r.sf >= 0.1
+        ]
+    )
+    assert s["im_sf_mape_pct"] < 12.0 < 100 * single
+
+
+def test_repetitions_pool_into_one_model_point(tmp_path: Path) -> None:
+    spec, base = load_profile_spec(SPEC)
+    spec = spec.model_copy(update={"repetitions": 2})
+    runner = ClosedFormRunner(tmp_path / "runs")
+    bundle = Profiler(spec, base, tmp_path / "p", runner).run()
+    assert runner.calls == len(spec.util_levels_pct) + 2 * 24
+    assert len(bundle.data.rtm_points) == len(bundle.data.im_points) == 24
+    a = CellResult("model", 10, 0, 0, 10.0, 20.0, [1.0, 2.0], 0.010, 10, "a")
+    b = CellResult("model", 10, 0, 1, 12.0, 24.0, [3.0], 0.040, 30, "b")
+    p = pool([a, b])
+    assert (p.util_pct, p.total_util_pct, p.probe_s, p.requests) == (
+        11.0,
+        22.0,
+        [1.0, 2.0, 3.0],
+        40,
+    )
+    assert p.mean_rt_s == pytest.approx((0.010 * 10 + 0.040 * 30) / 40)
 
 
 def test_a_profile_spec_with_problems_lists_them_all(tmp_path: Path) -> None:

@@ -17,7 +17,9 @@ from quell.prima.model import CapacityModel, InterferenceModel, ResponseTimeMode
 from quell.probe.table import ProbeTable
 
 FORMAT: Final = "quell.prima.bundle"
-VERSION: Final = 1
+VERSION: Final = 2
+READABLE: Final = (1, 2)
+"""Version 2 adds the instance's U and utilisation level to each IM point."""
 
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 
@@ -62,15 +64,25 @@ class ProbeTableData(_Strict):
 
 class BundleData(_Strict):
     format: Literal["quell.prima.bundle"]
-    version: Literal[1]
+    version: Literal[1, 2]
     meta: BundleMeta
     probe_table: ProbeTableData
     rtm_points: Annotated[
         list[tuple[Finite, Finite, Annotated[float, Field(gt=0)]]], Field(min_length=4)
     ]
     """(U %, SF, mean response time s) per measured cell."""
-    im_points: Annotated[list[tuple[Finite, Finite]], Field(min_length=2)]
-    """(U_total %, SF) per measured cell."""
+    im_points: Annotated[
+        list[tuple[Finite, Finite] | tuple[Finite, Finite, Finite, Finite]], Field(min_length=2)
+    ]
+    """(U_total %, SF) per measured cell, or (U_total %, SF, U %, level %) where the IM has one
+    curve per utilisation level of the instance (``InterferenceModel``)."""
+
+    @model_validator(mode="after")
+    def _one_im_form(self) -> BundleData:
+        if len({len(p) for p in self.im_points}) > 1:
+            raise ValueError("im_points mix (U_total, SF) and (U_total, SF, U, level) points")
+        return self
+
     im_resolution_pct: Annotated[float, Field(gt=0)] = 2.5
 
 
@@ -95,7 +107,7 @@ def build_bundle(
     meta: BundleMeta,
     probe_table: ProbeTable,
     rtm_points: list[tuple[float, float, float]],
-    im_points: list[tuple[float, float]],
+    im_points: list[tuple[float, float]] | list[tuple[float, float, float, float]],
     im_resolution_pct: float = 2.5,
 ) -> ModelBundle:
     data = BundleData(
@@ -104,7 +116,7 @@ def build_bundle(
         meta=meta,
         probe_table=ProbeTableData.model_validate(probe_table.to_dict()),
         rtm_points=rtm_points,
-        im_points=im_points,
+        im_points=list(im_points),
         im_resolution_pct=im_resolution_pct,
     )
     return _fit(data, "bundle")
@@ -131,11 +143,16 @@ def _problems(err: ValidationError) -> list[Problem]:
 
 def _fit(data: BundleData, source: str) -> ModelBundle:
     rtm_u, rtm_s, rtm_r = zip(*data.rtm_points, strict=True)
-    im_u, im_s = zip(*data.im_points, strict=True)
+    im_cols = list(zip(*data.im_points, strict=True))
     table = ProbeTable.from_dict(data.probe_table.model_dump())
     try:
         rtm = ResponseTimeModel().fit(list(rtm_u), list(rtm_s), list(rtm_r))
-        im = InterferenceModel(data.im_resolution_pct).fit(list(im_u), list(im_s))
+        im = InterferenceModel(data.im_resolution_pct).fit(
+            list(im_cols[0]),
+            list(im_cols[1]),
+            list(im_cols[2]) if len(im_cols) == 4 else None,
+            list(im_cols[3]) if len(im_cols) == 4 else None,
+        )
     except InputError as exc:
         raise InputError(source, exc.problems) from None
     except Exception as exc:  # scipy's triangulation refuses degenerate point sets
@@ -163,12 +180,14 @@ def load_bundle(path: Path, workload: str | None = None) -> ModelBundle:
         raise InputError(
             source, [Problem("format", f"not a quell model bundle (expected {FORMAT!r})")]
         )
-    if raw.get("version") != VERSION:
+    if raw.get("version") not in READABLE:
         raise InputError(
             source,
             [
                 Problem(
-                    "version", f"bundle version {raw.get('version')!r}; this quell reads {VERSION}"
+                    "version",
+                    f"bundle version {raw.get('version')!r}; this quell reads"
+                    f" {', '.join(map(str, READABLE))}",
                 )
             ],
         )

@@ -195,7 +195,8 @@ def show(bundle_path: Annotated[Path, typer.Argument(help="Model bundle.")]) -> 
         f"created {m.created}\nprobe {m.probe_kind} {m.probe_size_bytes} B every "
         f"{m.probe_period_s:g} s\nRTM: {u.size} points, U {u.min():.1f}–{u.max():.1f} %, "
         f"SF {b.rtm.sf_.min():.2f}–{b.rtm.sf_.max():.2f}\nIM: {b.im.total_util_pct_.size} knots,"
-        f" U_total {b.im.total_util_pct_[0]:.1f}–{b.im.total_util_pct_[-1]:.1f} %"
+        f" U_total {b.im.total_util_pct_[0]:.1f}–{b.im.total_util_pct_[-1]:.1f} %, "
+        f"{b.im.level_util_pct_.size} curve(s) by the instance's U"
     )
 
 

@@ -3,7 +3,8 @@
 * ``ResponseTimeModel`` (RTM, Eq. 2): mean response time as a two-dimensional piecewise-linear
   interpolation of measured (U, SF) → R points.
 * ``InterferenceModel`` (IM, Eq. 3): one-dimensional piecewise-linear, monotone and reversible
-  map between the total utilisation of the shared resource, U_total = U + U_int, and SF.
+  map between the total utilisation of the shared resource, U_total = U + U_int, and SF —
+  optionally one such curve per utilisation level of the instance, interpolated between.
 * ``CapacityModel``: the two together. From an instance's measured U and SF it estimates the
   neighbours' load U_int = IM⁻¹(SF) − U, then the largest utilisation U_max with
   RTM(U_max, IM(U_max + U_int)) ≤ R_th: the instance's effective capacity.
@@ -118,65 +119,159 @@ class InterferenceModel:
     ``fit`` averages the SF of points that share a total utilisation (rounded to
     ``resolution_pct``), then makes the sequence monotone by isotonic regression (weighted by
     the number of points), so the model can be read both ways.
+
+    With ``level`` given, points are grouped by it (the profile's utilisation level of the
+    instance itself) and each group gets its own monotone curve; a query at utilisation U
+    interpolates linearly between the two curves whose groups' mean measured U bracket it. This
+    is the paper's IM when the SF depends on U_total alone (one group, or identical curves), and
+    follows the data where the SF also depends on how U_total splits between the instance and
+    its neighbours (a bulk neighbour stream fills the link's queue more than the same volume of
+    short service responses). Every curve, and every blend of two, stays monotone in U_total,
+    so the model remains reversible at a given U.
     """
 
     def __init__(self, resolution_pct: float = 2.5) -> None:
         self.resolution_pct = resolution_pct
 
-    def fit(self, total_util_pct: Sequence[float], sf: Sequence[float]) -> InterferenceModel:
+    def fit(
+        self,
+        total_util_pct: Sequence[float],
+        sf: Sequence[float],
+        util_pct: Sequence[float] | None = None,
+        level: Sequence[float] | None = None,
+    ) -> InterferenceModel:
         u, s = _as_array(total_util_pct), _as_array(sf)
         problems = []
         if u.size != s.size:
             problems.append(Problem("im", f"lengths differ: U_total {u.size}, SF {s.size}"))
         elif not (np.all(np.isfinite(u)) and np.all(np.isfinite(s))):
             problems.append(Problem("im", "non-finite values"))
+        if (level is None) != (util_pct is None):
+            problems.append(Problem("im", "give both U and its level per point, or neither"))
+        if level is not None and util_pct is not None:
+            lv, ou = _as_array(level), _as_array(util_pct)
+            if not (lv.size == ou.size == u.size):
+                problems.append(Problem("im", "U and level need one value per point"))
+            elif not (np.all(np.isfinite(lv)) and np.all(np.isfinite(ou))):
+                problems.append(Problem("im", "non-finite U or level"))
+        else:
+            lv, ou = np.zeros(u.size), np.zeros(u.size)
         if problems:
-            raise InputError("interference model", problems)
-        key = np.round(u / self.resolution_pct) * self.resolution_pct
-        knots, inverse, counts = np.unique(key, return_inverse=True, return_counts=True)
-        if knots.size < 2:
-            raise InputError(
-                "interference model", [Problem("im", "need points at 2 or more total utilisations")]
+            raise InterferenceModel._refuse(problems)
+        curves = []
+        for key in np.unique(lv):
+            g = lv == key
+            curves.append((float(ou[g].mean()), *self._curve(u[g], s[g])))
+        if len(curves) == 1 and curves[0][1].size < 2:
+            raise InterferenceModel._refuse(
+                [Problem("im", "need points at 2 or more total utilisations")]
             )
+        curves.sort(key=lambda c: c[0])
+        self.level_util_pct_ = np.array([c[0] for c in curves])
+        """Mean measured U of each group (one group without levels)."""
+        self.curves_ = [(c[1], c[2]) for c in curves]
+        """Per group: (U_total knots, SF at each), SF monotone non-decreasing."""
+        grid = np.unique(np.concatenate([c[1] for c in curves]))
+        self.total_util_pct_ = grid
+        """Every knot of every curve: the U_total axis of ``sf_``."""
+        self.sf_ = np.vstack([np.interp(grid, x, y) for x, y in self.curves_])
+        """Each curve on ``total_util_pct_`` (held flat beyond its own knots)."""
+        self.lo_pct_ = np.array([x[0] for x, _ in self.curves_])
+        self.hi_pct_ = np.array([x[-1] for x, _ in self.curves_])
+        return self
+
+    @staticmethod
+    def _refuse(problems: list[Problem]) -> InputError:
+        return InputError("interference model", problems)
+
+    def _curve(self, u: FloatArray, s: FloatArray) -> tuple[FloatArray, FloatArray]:
+        key = np.round(u / self.resolution_pct) * self.resolution_pct
+        _, inverse, counts = np.unique(key, return_inverse=True, return_counts=True)
         mean_u = np.bincount(inverse, weights=u) / counts
         mean_s = np.bincount(inverse, weights=s) / counts
         fitted = isotonic_regression(mean_s, weights=counts.astype(float), increasing=True)
-        self.total_util_pct_ = mean_u
-        self.sf_ = np.maximum(np.asarray(fitted.x, dtype=float), 0.0)
-        return self
+        return mean_u, np.maximum(np.asarray(fitted.x, dtype=float), 0.0)
 
-    def predict(self, total_util_pct: float | FloatArray) -> Query:
-        """SF at each total utilisation."""
+    def _blend(self, util_pct: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray, BoolArray]:
+        """For each query U: its curve on ``total_util_pct_`` (rows), the U_total range that
+        curve was measured over, and whether U lies outside the groups' range."""
+        lv = self.level_util_pct_
+        if lv.size == 1:
+            n = util_pct.size
+            return (
+                np.broadcast_to(self.sf_[0], (n, self.sf_.shape[1])),
+                np.full(n, self.lo_pct_[0]),
+                np.full(n, self.hi_pct_[0]),
+                np.zeros(n, dtype=bool),
+            )
+        k = np.clip(np.searchsorted(lv, util_pct, side="right") - 1, 0, lv.size - 2)
+        w = np.clip((util_pct - lv[k]) / (lv[k + 1] - lv[k]), 0.0, 1.0)[:, None]
+        rows = (1.0 - w) * self.sf_[k] + w * self.sf_[k + 1]
+        wf = w[:, 0]
+        lo = (1.0 - wf) * self.lo_pct_[k] + wf * self.lo_pct_[k + 1]
+        hi = (1.0 - wf) * self.hi_pct_[k] + wf * self.hi_pct_[k + 1]
+        return rows, lo, hi, (util_pct < lv[0]) | (util_pct > lv[-1])
+
+    def predict(
+        self, total_util_pct: float | FloatArray, util_pct: float | FloatArray | None = None
+    ) -> Query:
+        """SF at each total utilisation (for an instance at ``util_pct``; needed when the
+        model has several groups)."""
         u = _as_array(total_util_pct)
-        x = self.total_util_pct_
-        clamped = (u < x[0]) | (u > x[-1])
-        return Query(np.interp(u, x, self.sf_), clamped)
+        if util_pct is None:
+            if self.level_util_pct_.size > 1:
+                raise ValueError("this interference model needs the instance's U")
+            own = np.zeros(u.size)
+        else:
+            u, own = np.broadcast_arrays(u, _as_array(util_pct))
+        if self.level_util_pct_.size == 1:
+            x, y = self.curves_[0]
+            return Query(np.interp(u, x, y), (u < x[0]) | (u > x[-1]))
+        rows, lo, hi, off = self._blend(own)
+        g = self.total_util_pct_
+        j = np.clip(np.searchsorted(g, u, side="right") - 1, 0, g.size - 2)
+        n = np.arange(u.size)
+        a = np.clip((u - g[j]) / (g[j + 1] - g[j]), 0.0, 1.0)
+        value = (1.0 - a) * rows[n, j] + a * rows[n, j + 1]
+        return Query(value, (u < lo) | (u > hi) | off)
 
     def inverse(self, sf: float | FloatArray, near_util_pct: float | FloatArray) -> Query:
-        """U_total at each SF. Where the model is flat (many U_total give the same SF, as at
-        low load), the answer is the point of that interval nearest ``near_util_pct`` — for
-        PRIMA the instance's own U, which reads a zero SF as "no neighbour load"."""
+        """U_total at each SF, for an instance at ``near_util_pct``. Where the model is flat
+        (many U_total give the same SF, as at low load), the answer is the point of that
+        interval nearest ``near_util_pct`` — for PRIMA the instance's own U, which reads a zero
+        SF as "no neighbour load"."""
         s, near = np.broadcast_arrays(_as_array(sf), _as_array(near_util_pct))
-        y = self.sf_
-        clamped = s > y[-1]  # below the lowest SF is just "no more interference than that"
-        sc = np.clip(s, y[0], y[-1])
-        lo = self._crossing(sc, side="left")
-        hi = self._crossing(sc, side="right")
+        if self.level_util_pct_.size == 1:
+            x, y = self.curves_[0]
+            rows = np.broadcast_to(y, (s.size, y.size))
+            off = np.zeros(s.size, dtype=bool)
+        else:
+            x = self.total_util_pct_
+            rows, _, _, off = self._blend(near)
+        top = rows[:, -1]
+        clamped = (s > top) | off  # below the lowest SF is just "no more interference than that"
+        sc = np.clip(s, rows[:, 0], top)
+        lo = self._crossing(x, rows, sc, side="left")
+        hi = self._crossing(x, rows, sc, side="right")
         return Query(np.clip(near, lo, hi), clamped)
 
-    def _crossing(self, s: FloatArray, side: str) -> FloatArray:
-        """The smallest (``left``) or largest (``right``) U_total at which the model equals
-        ``s`` (``s`` within the model's SF range). Between knots k−1 and k with
+    @staticmethod
+    def _crossing(x: FloatArray, rows: FloatArray, s: FloatArray, side: str) -> FloatArray:
+        """Per row, the smallest (``left``) or largest (``right``) U_total at which the row
+        equals ``s`` (within the row's SF range). Between knots k−1 and k with
         y[k−1] < s ≤ y[k] (left) or y[k−1] ≤ s < y[k] (right), interpolate linearly."""
-        x, y = self.total_util_pct_, self.sf_
-        k = np.searchsorted(y, s, side="left" if side == "left" else "right")
-        edge = k == 0 if side == "left" else k == y.size
-        k = np.clip(k, 1, y.size - 1)
-        y0, y1, x0, x1 = y[k - 1], y[k], x[k - 1], x[k]
+        below = rows < s[:, None] if side == "left" else rows <= s[:, None]
+        k = below.sum(axis=1)  # rows are non-decreasing: the insertion point
+        edge = k == 0 if side == "left" else k == x.size
+        k = np.clip(k, 1, x.size - 1)
+        n = np.arange(s.size)
+        y0, y1, x0, x1 = rows[n, k - 1], rows[n, k], x[k - 1], x[k]
         with np.errstate(divide="ignore", invalid="ignore"):
             frac = np.where(y1 > y0, (s - y0) / (y1 - y0), 1.0)
-        out = x0 + np.clip(frac, 0.0, 1.0) * (x1 - x0)
-        return np.where(edge, x[0] if side == "left" else x[-1], out)
+        out: FloatArray = np.where(
+            edge, x[0] if side == "left" else x[-1], x0 + np.clip(frac, 0.0, 1.0) * (x1 - x0)
+        )
+        return out
 
 
 class CapacityModel:
@@ -209,7 +304,8 @@ class CapacityModel:
         self.u_int_grid_ = np.arange(0.0, x_hi + self.u_int_step_pct / 2, self.u_int_step_pct)
         uu = self.u_grid_[None, :]
         ui = self.u_int_grid_[:, None]
-        sf = self.im.predict((uu + ui).ravel()).value.reshape(ui.size, uu.size)
+        own = np.broadcast_to(uu, (ui.size, uu.size)).ravel()
+        sf = self.im.predict((uu + ui).ravel(), own).value.reshape(ui.size, uu.size)
         rt = self.rtm.predict(np.broadcast_to(uu, sf.shape).ravel(), sf.ravel())
         over = rt.value.reshape(sf.shape) > self.target_rt_s
         first_over = np.where(over.any(axis=1), over.argmax(axis=1), uu.size)
@@ -288,6 +384,7 @@ class CapacityModel:
 
     def predict_rt(self, util_pct: FloatArray, u_int_pct: FloatArray) -> Query:
         """RTM(U, IM(U + U_int)): the response time an instance would show at ``util_pct``."""
-        sf = self.im.predict(_as_array(util_pct) + _as_array(u_int_pct))
+        u = _as_array(util_pct)
+        sf = self.im.predict(u + _as_array(u_int_pct), u)
         rt = self.rt_lookup(util_pct, sf.value)
         return Query(rt.value, rt.clamped | sf.clamped)

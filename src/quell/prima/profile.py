@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -94,6 +94,25 @@ class CellResult:
 
 def cell_key(kind: str, u: float, i: float, rep: int) -> str:
     return f"{kind}/{u:g}/{i:g}/{rep}"
+
+
+def pool(reps: list[CellResult]) -> CellResult:
+    """One cell from its repetitions: the mean utilisations, every probe sample, and the mean
+    response time over all their requests (a model point per cell, not per repetition, so
+    repetitions tighten a point rather than scatter several)."""
+    if len(reps) == 1:
+        return reps[0]
+    n = sum(r.requests for r in reps)
+    rt = sum(r.mean_rt_s * r.requests for r in reps if r.requests) / n if n else float("nan")
+    return replace(
+        reps[0],
+        repetition=-1,
+        util_pct=float(np.mean([r.util_pct for r in reps])),
+        total_util_pct=float(np.mean([r.total_util_pct for r in reps])),
+        probe_s=[x for r in reps for x in r.probe_s],
+        mean_rt_s=rt,
+        requests=n,
+    )
 
 
 def load_profile_spec(path: Path) -> tuple[ProfileSpec, Scenario]:
@@ -273,16 +292,19 @@ class Profiler:
 
     def run(self, progress: ProgressFn = lambda d, t, w: None) -> ModelBundle:
         table = self.train(progress)
-        rtm: list[tuple[float, float, float]] = []
-        im: list[tuple[float, float]] = []
+        cells: dict[tuple[float, float], list[CellResult]] = {}
         for u, i, rep in self.model_cells():
             progress(len(self.done_), self.planned(), f"model U={u:g}% interference {i:g} Mbit/s")
-            r = self._cell("model", u, i, rep)
+            cells.setdefault((u, i), []).append(self._cell("model", u, i, rep))
+        rtm: list[tuple[float, float, float]] = []
+        im: list[tuple[float, float, float, float]] = []
+        for (u, _), reps in cells.items():
+            r = pool(reps)
             sf = self.cell_sf(table, r)
             if sf is None or not np.isfinite(r.mean_rt_s):
                 continue
             rtm.append((r.util_pct, sf, r.mean_rt_s))
-            im.append((r.total_util_pct, sf))
+            im.append((r.total_util_pct, sf, r.util_pct, u))
         probe = self.base.probe
         assert probe is not None
         meta = BundleMeta(

@@ -43,7 +43,7 @@ def validate(bundle: ModelBundle, cells: list[tuple[CellResult, float]]) -> list
     rows = []
     for cell, sf in cells:
         rt = bundle.rtm.predict(np.array([cell.util_pct]), np.array([sf]))
-        sfp = bundle.im.predict(np.array([cell.total_util_pct]))
+        sfp = bundle.im.predict(np.array([cell.total_util_pct]), np.array([cell.util_pct]))
         tot = bundle.im.inverse(np.array([sf]), np.array([cell.util_pct]))
         rows.append(
             ValidationRow(
