@@ -100,6 +100,14 @@ def check_scenario(s: Scenario) -> list[Problem]:
                     f"{sc.max_instances} is below min_instances ({sc.min_instances})",
                 )
             )
+    link_of = {h.id: h.link_mbit for h in s.hosts}
+    for k, src in enumerate(s.service.interference if s.service else []):
+        for j, h in enumerate(src.hosts or list(link_of)):
+            where = f"service.interference[{k}].hosts" + (f"[{j}]" if src.hosts else "")
+            if h not in link_of:
+                problems.append(Problem(where, f"unknown host {h!r}"))
+            elif link_of[h] is None:
+                problems.append(Problem(where, f"host {h!r} has no link_mbit"))
     names = [s.policy.name] + [p.name for p in s.compare]
     for dup, n in Counter(names).items():
         if n > 1:
