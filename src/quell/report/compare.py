@@ -1,8 +1,10 @@
 """Several policies on one scenario, side by side.
 
 For each run and each phase, the *settled window* starts ``settle_s`` after the phase begins
-(scaling boot delay + 4 intervals: W = 1 interval to confirm a violation, 1 to act, 2 for the
-new instance's probe and the load to move) and ends with the phase. Within it, each instance's
+(2 intervals for the policy to see the change — W = 1 to confirm a violation, 1 to act — then
+the scaling boot delay, then 2 probe periods, at least an interval each, for the new
+instance's SF and the load to move: "boot delay + 2 periods" after the mitigation) and ends
+with the phase. Within it, each instance's
 mean response time is computed from the client-side requests it answered; a policy *meets the
 target* in a phase when every instance's settled mean is ≤ R_th.
 """
@@ -22,7 +24,8 @@ from quell.store.run import RunStore
 
 def settle_s(scenario: Scenario) -> float:
     boot = scenario.scaling.boot_s if scenario.scaling else 0.0
-    return boot + 4 * scenario.interval_s
+    period = max(scenario.interval_s, scenario.probe.period_s if scenario.probe else 0.0)
+    return 2 * scenario.interval_s + boot + 2 * period
 
 
 def run_phases(scenario: Scenario, run_dir: Path) -> dict[str, Any]:
