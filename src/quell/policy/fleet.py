@@ -7,18 +7,23 @@ a removed one while it drains, so:
 
 * requested (``add``) → ``pending_add`` until the id first appears in a snapshot → ``active``;
 * ``remove`` → ``removing`` (no longer capacity) until the id disappears → gone, host free;
-* any other instance that disappears is gone too; one that appears unannounced is active.
+* any other instance that disappears is gone too; one that appears unannounced is active;
+* a requested instance not seen within ``pending_timeout_s`` of its request is given up
+  (``expired_``): it no longer counts as coming, and its host is free again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
 
 from quell.core.action import AddInstance, RemoveInstance, SetWeight
 from quell.core.observation import Snapshot
 from quell.policy.context import PolicyContext
-from quell.policy.weights import proportional_weights
+from quell.policy.weights import MAX_WEIGHT, proportional_weights
 
 
 class Fleet:
@@ -32,6 +37,8 @@ class Fleet:
     min_instances : ``remove`` refuses to leave fewer active instances.
     max_instances : ``can_add`` is false once active + pending reaches it (``None``: no cap).
     prefix : new ids are ``prefix`` + 1, 2, ... skipping any id ever seen; never reused.
+    pending_timeout_s : a requested instance not seen serving this long after the request (by
+        snapshot time) is given up; ``None``: never.
     """
 
     def __init__(
@@ -41,6 +48,7 @@ class Fleet:
         min_instances: int = 1,
         max_instances: int | None = None,
         prefix: str = "n",
+        pending_timeout_s: float | None = None,
     ) -> None:
         self.hosts = tuple(hosts)
         self.min_instances = min_instances
@@ -53,6 +61,11 @@ class Fleet:
         self._weight: dict[str, int] = {}
         self._known: set[str] = set(initial)
         self._next = 1
+        self.pending_timeout_s = pending_timeout_s
+        self._requested_s: dict[str, float] = {}
+        self._now_s = 0.0
+        self.expired_: tuple[str, ...] = ()
+        """Pending instances given up in the last ``update``."""
 
     @classmethod
     def from_context(cls, ctx: PolicyContext) -> Fleet:
@@ -61,26 +74,45 @@ class Fleet:
         sc = ctx.scaling
         if sc is None:
             return cls(ctx.initial_instances, (), max(1, len(ctx.initial_instances)))
-        return cls(ctx.initial_instances, sc.hosts, sc.min_instances, sc.max_instances)
+        timeout = sc.boot_s + PENDING_GRACE_INTERVALS * ctx.interval_s
+        return cls(
+            ctx.initial_instances,
+            sc.hosts,
+            sc.min_instances,
+            sc.max_instances,
+            pending_timeout_s=timeout,
+        )
 
     # -- learning ----------------------------------------------------------------------------
     def update(self, snapshot: Snapshot) -> None:
         """Learn from ``snapshot`` what serves, what has gone, and the weights in force."""
         present = snapshot.instances
-        for iid, obs in present.items():
-            self._known.add(iid)
-            if obs.weight is not None:
-                self._weight[iid] = obs.weight
-            if iid in self._pending:
-                del self._pending[iid]
-                self._active[iid] = None
-            elif iid not in self._active and iid not in self._removing:
-                self._active[iid] = None  # appeared unannounced: it serves, host unknown
-        for iid in [i for i in (*self._active, *self._removing) if i not in present]:
+        self._now_s = snapshot.time_s
+        self._weight.update(
+            (iid, obs.weight) for iid, obs in present.items() if obs.weight is not None
+        )
+        keys = present.keys()
+        new = keys - self._active.keys() - self._removing.keys()
+        if new:
+            self._known |= new
+            for iid in [i for i in present if i in new]:  # snapshot order
+                self._pending.pop(iid, None)
+                self._requested_s.pop(iid, None)
+                self._active[iid] = None  # requested, or appeared unannounced (host unknown)
+        gone = (self._active.keys() | self._removing.keys()) - keys
+        for iid in gone:
             self._active.pop(iid, None)
             self._removing.pop(iid, None)
             self._host.pop(iid, None)
             self._weight.pop(iid, None)
+        self.expired_ = ()
+        if self.pending_timeout_s is not None and self._pending:
+            late = self._now_s - self.pending_timeout_s
+            self.expired_ = tuple(i for i in self._pending if self._requested_s[i] < late)
+            for iid in self.expired_:
+                del self._pending[iid], self._requested_s[iid]
+                self._host.pop(iid, None)
+                self._weight.pop(iid, None)
 
     # -- what there is -----------------------------------------------------------------------
     @property
@@ -142,9 +174,31 @@ class Fleet:
             )
         iid = self._new_id()
         self._pending[iid] = host
+        self._requested_s[iid] = self._now_s
         self._host[iid] = host
         self._weight[iid] = weight
         return AddInstance(iid, host, weight)
+
+    def add_many(self, n: int, weight: int = 0) -> tuple[AddInstance, ...]:
+        """Request up to ``n`` new instances at once, on the most preferred free hosts, within
+        ``max_instances``; fewer (maybe none) when hosts or the cap run out."""
+        room = n if self.max_instances is None else min(n, self.max_instances - self.count)
+        if room <= 0:
+            return ()
+        taken = set(self._host.values())
+        out: list[AddInstance] = []
+        for host in self.hosts:
+            if len(out) >= room:
+                break
+            if host in taken:
+                continue
+            iid = self._new_id()
+            self._pending[iid] = host
+            self._requested_s[iid] = self._now_s
+            self._host[iid] = host
+            self._weight[iid] = weight
+            out.append(AddInstance(iid, host, weight))
+        return tuple(out)
 
     def remove(self, iid: str, drain: bool = True) -> RemoveInstance:
         """Take an active instance out of the group; refuses below ``min_instances``."""
@@ -170,6 +224,27 @@ class Fleet:
         self._weight.update(desired)
         return changes
 
+    def reweight_many(
+        self, ids: Sequence[str], weights: NDArray[np.int64]
+    ) -> tuple[SetWeight, ...]:
+        """``reweight`` for many instances at once: ``weights[k]`` for ``ids[k]``."""
+        w = np.asarray(weights, dtype=np.int64)
+        have = self._weight
+        cur = np.fromiter((have.get(i, -1) for i in ids), dtype=np.int64, count=len(ids))
+        if (
+            cur.size
+            and cur.min() >= 0
+            and np.array_equal(
+                proportional_array(cur.astype(float)), proportional_array(w.astype(float))
+            )
+        ):
+            return ()
+        changed = np.flatnonzero(cur != w).tolist()
+        wl = w.tolist()
+        out = tuple(SetWeight(ids[k], wl[k]) for k in changed)
+        have.update((ids[k], wl[k]) for k in changed)
+        return out
+
     def _new_id(self) -> str:
         while f"{self.prefix}{self._next}" in self._known:
             self._next += 1
@@ -179,4 +254,19 @@ class Fleet:
         return iid
 
 
-__all__ = ["Fleet"]
+PENDING_GRACE_INTERVALS = 3
+"""A requested instance is given up this many control intervals after its boot delay."""
+
+
+def proportional_array(shares: NDArray[np.float64], scale: int = MAX_WEIGHT) -> NDArray[np.int64]:
+    """``proportional_weights`` over an array: the largest share gets ``scale``, every positive
+    share at least 1, zero shares 0 (all zero when no share is positive)."""
+    s = np.asarray(shares, dtype=float)
+    top = float(s.max(initial=0.0))
+    if top <= 0:
+        return np.zeros(s.size, dtype=np.int64)
+    w = np.maximum(1, np.rint(scale * s / top)).astype(np.int64)
+    return np.where(s > 0, w, 0)
+
+
+__all__ = ["Fleet", "proportional_array"]

@@ -1,33 +1,39 @@
 """The PRIMA controller (Section III-B3, calibration of Section IV).
 
-Each interval: SF per instance from its probe; effective capacity U_max per instance from the
-models; total load U. When U exceeds ΣU_max, add one instance and wait until it serves and its
-probe has reported, then look again. Otherwise keep the K highest-capacity instances whose
-capacities first exceed U (plus ``safety_instances``), remove the rest, and weight the kept ones
-in proportion to their capacities. Violations and scale-in must persist ``wait_intervals``
-further intervals before the controller acts.
+Each interval: SF per instance (the median of its last ``sf_window`` probe samples); effective
+capacity U_max per instance from the models; total load U. Capacity on its way (instances
+requested or serving but without an SF yet) counts as an interference-free instance's U_max
+each. When U exceeds ΣU_max plus that for ``wait_intervals`` + 1 intervals, add
+ceil(shortfall / U_max of an interference-free instance) instances at once; their real capacity
+replaces the estimate once their probe reports, and a further shortfall adds more. When the K
+highest-capacity instances carry U with ``scale_in_headroom`` to spare (plus
+``safety_instances``) for ``scale_in_wait_intervals`` + 1 intervals and nothing is on its way,
+remove the rest. Every interval, weight the serving instances in proportion to their capacities.
 
 Calibration: when an instance's predicted response time at its new share is within ±δ of R_th,
-its measured response time is watched; if it is above the prediction, the SF that RTM needs to
-explain it replaces the probe's (when higher), which lowers the instance's capacity.
+its measured response time is watched; while it is above the prediction, the SF that RTM needs
+to explain it replaces the probe's (when higher), which lowers the instance's capacity.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Annotated
 
 import numpy as np
+from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field
 
-from quell.core.action import Action, Decision, RemoveInstance, SetWeight
+from quell.core.action import Action, Decision, SetWeight
 from quell.core.observation import Snapshot
 from quell.policy.context import PolicyContext, parse_params
-from quell.policy.fleet import Fleet
-from quell.policy.weights import proportional_weights
+from quell.policy.fleet import Fleet, proportional_array
 from quell.prima.bundle import ModelBundle, load_bundle
 from quell.prima.model import CapacityModel
-from quell.probe.severity import SeverityEstimator
+from quell.probe.severity import PROBE_KEY, SeverityEstimator
+
+FloatArray = NDArray[np.float64]
 
 
 class PrimaParams(BaseModel):
@@ -38,11 +44,16 @@ class PrimaParams(BaseModel):
     workload: str | None = None
     """If set, the bundle must have been built for this workload."""
     wait_intervals: Annotated[int, Field(ge=0, le=100)] = 1
-    """W: further intervals a violation must persist before acting."""
+    """W: further intervals a shortfall must persist before scaling out."""
     scale_in_wait_intervals: Annotated[int, Field(ge=0, le=100)] | None = None
     """Same for scale-in (default: ``wait_intervals``)."""
+    scale_in_headroom: Annotated[float, Field(ge=0, le=10)] = 0.10
+    """Scale in only to instances whose capacities exceed U × (1 + this): the band between
+    scaling out (U > ΣU_max) and in keeps the controller from flapping."""
     safety_instances: Annotated[int, Field(ge=0, le=1000)] = 0
     """Extra instances kept beyond what the load needs (the paper's factor of safety)."""
+    sf_window: Annotated[int, Field(ge=1, le=100)] = 3
+    """SF of an instance: median of its last this many probe samples (1: the last sample)."""
     calibrate: bool = True
     calibration_delta: Annotated[float, Field(gt=0, lt=1)] = 0.10
 
@@ -58,13 +69,17 @@ class PrimaPolicy:
         self.target_rt_s = target_rt_s
         self.params = params
         self.capacity_: CapacityModel = bundle.capacity_model(target_rt_s)
-        self.severity_ = SeverityEstimator(bundle.probe_table)
+        self.new_capacity_pct = float(self.capacity_.capacity_for(np.zeros(1)).value[0])
+        """U_max of an interference-free instance: what a new instance is expected to add."""
+        self.severity_ = SeverityEstimator(bundle.probe_table, params.sf_window)
         self.fleet_ = Fleet.from_context(ctx)
         self.calibrated_sf_: dict[str, float] = {}
         self.watch_: set[str] = set()
-        self.awaiting_sf_: set[str] = set()
+        self._initial = frozenset(ctx.initial_instances)
         self._shortfall_runs = 0
         self._excess_runs = 0
+        wait_in = params.scale_in_wait_intervals
+        self._wait_in = params.wait_intervals if wait_in is None else wait_in
 
     @classmethod
     def build(cls, params: dict[str, float | int | str | bool], ctx: PolicyContext) -> PrimaPolicy:
@@ -76,167 +91,235 @@ class PrimaPolicy:
     # -- one interval --------------------------------------------------------------------------
     def decide(self, snapshot: Snapshot) -> Decision:
         fleet = self.fleet_
-        known_before = set(fleet.active)
         fleet.update(snapshot)
-        sf_probe = self.severity_.update(snapshot)
-        self.awaiting_sf_ |= set(fleet.active) - known_before - set(self.ctx.initial_instances)
-        self.awaiting_sf_ -= self.severity_.fresh_
-        self.awaiting_sf_ &= set(fleet.active)
-
         obs = snapshot.instances
-        ids = [i for i in fleet.active if i in obs]
-        if not ids:
+        active = [i for i in fleet.active if i in obs]
+        if not active:
             return Decision(reason="no serving instance reported")
-        silent = [i for i in ids if obs[i].util_pct is None]
-        if silent:  # a missing utilisation is not a zero one: decide on nothing half-seen
+        o = [obs[i] for i in active]
+        util_opt = [x.util_pct for x in o]
+        if None in util_opt:  # a missing utilisation is not a zero one: decide on nothing
+            silent = [i for i, u in zip(active, util_opt, strict=True) if u is None]
             return Decision(reason=f"no utilisation from {', '.join(silent)}: holding")
-        util = np.array([obs[i].util_pct or 0.0 for i in ids])
-        total_u = float(sum(o.util_pct or 0.0 for o in obs.values()))
-        self._calibrate(snapshot, ids)
-        sf = np.array([max(sf_probe.get(i, 0.0), self.calibrated_sf_.get(i, 0.0)) for i in ids])
+        util_all = np.asarray(util_opt, dtype=float)
+        total_u = float(sum(x.util_pct or 0.0 for x in obs.values()))
+        probe = [x.extra.get(PROBE_KEY) for x in o]
+        fresh = [k for k, p in enumerate(probe) if p is not None]
+        sample = np.full(len(active), np.nan)
+        if fresh:
+            sample[fresh] = self.severity_.add(
+                [active[k] for k in fresh],
+                np.asarray([probe[k] for k in fresh], dtype=float),
+                util_all[fresh],
+            )
+        else:
+            self.severity_.fresh_ = set()
+        if len(self.severity_) > len(obs) + len(fleet.pending_add):
+            self.severity_.forget(set(obs))
+        sf_est = self.severity_.get(active)
+        # A new instance serves at weight 0 until its probe has reported (initial ones: SF 0).
+        unknown = np.isnan(sf_est)
+        awaiting_mask = unknown & np.fromiter(
+            (i not in self._initial for i in active), dtype=bool, count=len(active)
+        )
+        awaiting = [i for i, a in zip(active, awaiting_mask.tolist(), strict=True) if a]
+        serve = np.flatnonzero(~awaiting_mask)
+        ids = [active[k] for k in serve] if awaiting else active
+        util = util_all[serve]
+        sf_probe = np.where(unknown, 0.0, sf_est)[serve]
+        rt_meas = (
+            [o[k].mean_rt_seconds for k in serve.tolist()]
+            if awaiting
+            else [x.mean_rt_seconds for x in o]
+        )
+        self._calibrate(ids, util, sf_probe, rt_meas)
+        sf = sf_probe
+        if self.calibrated_sf_:
+            cal = np.fromiter(
+                (self.calibrated_sf_.get(i, 0.0) for i in ids), dtype=float, count=len(ids)
+            )
+            sf = np.maximum(sf_probe, cal)
         u_int, u_max = self.capacity_.capacity(util, sf)
         rt_now = self.capacity_.predict_rt(util, u_int.value)
         cap_sum = float(u_max.value.sum())
+        coming = sorted(fleet.pending_add) + awaiting
+        planned = cap_sum + len(coming) * self.new_capacity_pct
         detail: dict[str, object] = {
             "total_util_pct": total_u,
             "capacity_sum_pct": cap_sum,
+            "planned_capacity_pct": planned,
+            "new_instance_capacity_pct": self.new_capacity_pct,
             "target_rt_s": self.target_rt_s,
+            "pending_add": sorted(fleet.pending_add),
+            "awaiting_sf": awaiting,
+            "expired_add": list(fleet.expired_),
             "instances": {
                 # One list per quantity, in the order of ``id`` (cheap for 10,000 instances).
                 "id": ids,
                 "util_pct": util.tolist(),
                 "sf": sf.tolist(),
-                "sf_probe": [sf_probe.get(i) for i in ids],
+                "sf_probe": _nan_to_none(sample[serve]),
                 "u_int_pct": u_int.value.tolist(),
                 "u_max_pct": u_max.value.tolist(),
                 "predicted_rt_s": rt_now.value.tolist(),
-                "measured_rt_s": [obs[i].mean_rt_seconds for i in ids],
+                "measured_rt_s": rt_meas,
                 "clamped": (u_max.clamped | rt_now.clamped).tolist(),
             },
         }
-        if fleet.pending_add or self.awaiting_sf_:
-            waiting = sorted(fleet.pending_add) + sorted(self.awaiting_sf_)
+        if not ids:
             return Decision(
-                reason=f"waiting for {', '.join(waiting)} to serve and report its SF "
-                f"(U={total_u:.1f}%, ΣU_max={cap_sum:.1f}%)",
-                detail=detail,
+                reason=f"waiting for {', '.join(coming)} to report its SF", detail=detail
             )
-        violating = bool(np.any(rt_now.value > self.target_rt_s))
-        shortfall = total_u > cap_sum
-        self._shortfall_runs = self._shortfall_runs + 1 if (shortfall or violating) else 0
+        shortfall = total_u > planned
+        state = (
+            f"U={total_u:.1f}% {'exceeds' if shortfall else 'within'} ΣU_max={cap_sum:.1f}% "
+            f"of {len(ids)} instance(s)"
+        )
+        if coming:
+            state += f" + {len(coming)} on the way at {self.new_capacity_pct:.1f}% each"
+        self._shortfall_runs = self._shortfall_runs + 1 if shortfall else 0
         if shortfall:
+            self._excess_runs = 0
+            weights = self._weights(ids, u_max.value)
             if self._shortfall_runs <= self.params.wait_intervals:
                 return Decision(
-                    reason=f"U={total_u:.1f}% exceeds ΣU_max={cap_sum:.1f}%: "
-                    f"waiting ({self._shortfall_runs}/{self.params.wait_intervals + 1})",
+                    weights,
+                    reason=f"{state}: waiting "
+                    f"({self._shortfall_runs}/{self.params.wait_intervals + 1}); "
+                    "weights ∝ capacity",
                     detail=detail,
                 )
-            actions: list[Action] = list(self._weights(ids, u_max.value))
-            if fleet.can_add():
-                add = fleet.add(weight=0)
-                actions.append(add)
-                return Decision(
-                    tuple(actions),
-                    reason=f"U={total_u:.1f}% exceeds ΣU_max={cap_sum:.1f}% of "
-                    f"{len(ids)} instance(s): scale out with {add.instance_id} on {add.host}; "
-                    "weights ∝ capacity meanwhile",
-                    detail=detail,
-                )
+            return self._scale_out(total_u, planned, state, weights, detail)
+        return self._distribute(ids, total_u, u_max.value, u_int.value, coming, state, detail)
+
+    def _scale_out(
+        self,
+        total_u: float,
+        planned: float,
+        state: str,
+        weights: tuple[SetWeight, ...],
+        detail: dict[str, object],
+    ) -> Decision:
+        need = max(1, math.ceil((total_u - planned) / max(self.new_capacity_pct, 1e-9)))
+        adds = self.fleet_.add_many(need, weight=0)
+        detail["added"] = [a.instance_id for a in adds]
+        if not adds:
             return Decision(
-                tuple(actions),
-                reason=f"U={total_u:.1f}% exceeds ΣU_max={cap_sum:.1f}% and the fleet cannot "
-                "grow: weights ∝ capacity",
+                weights,
+                reason=f"{state} and the fleet cannot grow: weights ∝ capacity",
                 detail=detail,
             )
-        return self._distribute(ids, total_u, u_max.value, u_int.value, violating, detail)
+        self._shortfall_runs = 0
+        names = ", ".join(f"{a.instance_id} on {a.host}" for a in adds[:5])
+        more = f" and {len(adds) - 5} more" if len(adds) > 5 else ""
+        short = f"; {need - len(adds)} more wanted, the fleet is full" if len(adds) < need else ""
+        return Decision(
+            (*weights, *adds),
+            reason=f"{state}: short by {total_u - planned:.1f}%, scale out with {len(adds)} "
+            f"instance(s) ({names}{more}){short}; weights ∝ capacity meanwhile",
+            detail=detail,
+        )
 
     def _distribute(
         self,
         ids: list[str],
         total_u: float,
-        u_max: np.ndarray,
-        u_int: np.ndarray,
-        violating: bool,
+        u_max: FloatArray,
+        u_int: FloatArray,
+        coming: list[str],
+        state: str,
         detail: dict[str, object],
     ) -> Decision:
         order = np.argsort(-u_max, kind="stable")
         cum = np.cumsum(u_max[order])
-        k = int(np.searchsorted(cum, total_u, side="left")) + 1
+        need = total_u * (1.0 + self.params.scale_in_headroom)
+        k = int(np.searchsorted(cum, need, side="left")) + 1
         k = min(len(ids), max(k + self.params.safety_instances, self.fleet_.min_instances))
-        keep_idx = order[:k]
-        keep = [ids[j] for j in keep_idx]
-        drop = [ids[j] for j in order[k:]]
-        wait_in = self.params.scale_in_wait_intervals
-        wait_in = self.params.wait_intervals if wait_in is None else wait_in
-        self._excess_runs = self._excess_runs + 1 if drop else 0
-        if drop and self._excess_runs <= wait_in:
-            keep_idx, keep, drop = np.arange(len(ids)), ids, []
-        shares = dict(zip(keep, u_max[keep_idx].tolist(), strict=True))
+        excess = k < len(ids) and not coming
+        self._excess_runs = self._excess_runs + 1 if excess else 0
+        if excess and self._excess_runs > self._wait_in:
+            keep_idx = order[:k]
+            drop = [ids[j] for j in order[k:].tolist()]
+        else:
+            keep_idx, drop = np.arange(len(ids)), []
+        keep = [ids[j] for j in keep_idx.tolist()] if drop else ids
         actions: list[Action] = list(self._weights(keep, u_max[keep_idx]))
+        removed = []
         for iid in drop:
             if self.fleet_.can_remove():
                 actions.append(SetWeight(iid, 0))
                 actions.append(self.fleet_.remove(iid))
-        removed = [a.instance_id for a in actions if isinstance(a, RemoveInstance)]
-        cap_keep = sum(shares.values())
+                removed.append(iid)
+        cap_keep = float(u_max[keep_idx].sum())
         detail["kept"] = keep
         detail["removed"] = removed
         self._watch(keep, total_u, u_max[keep_idx], u_int[keep_idx])
         if removed:
-            reason = (
-                f"{len(keep)} instance(s) with ΣU_max={cap_keep:.1f}% carry U={total_u:.1f}%: "
-                f"scale in, removing {', '.join(removed)}; weights ∝ capacity"
+            self._excess_runs = 0
+            shown = ", ".join(removed[:5]) + (
+                f" and {len(removed) - 5} more" if len(removed) > 5 else ""
             )
-        elif violating:
             reason = (
-                f"predicted RT above R_th={self.target_rt_s * 1e3:.0f} ms on some instance: "
-                f"weights ∝ capacity (U={total_u:.1f}%, ΣU_max={cap_keep:.1f}%)"
+                f"{len(keep)} instance(s) with ΣU_max={cap_keep:.1f}% carry U={total_u:.1f}% "
+                f"with {self.params.scale_in_headroom:.0%} to spare: scale in, removing "
+                f"{len(removed)} ({shown}); weights ∝ capacity"
+            )
+        elif excess:
+            reason = (
+                f"{state}: {k} instance(s) would do, waiting "
+                f"({self._excess_runs}/{self._wait_in + 1}); weights ∝ capacity"
             )
         else:
-            reason = f"U={total_u:.1f}% within ΣU_max={cap_keep:.1f}%: weights ∝ capacity"
+            reason = f"{state}: weights ∝ capacity"
         return Decision(tuple(actions), reason=reason, detail=detail)
 
-    def _weights(self, ids: list[str], u_max: np.ndarray) -> tuple[SetWeight, ...]:
-        return self.fleet_.reweight(
-            proportional_weights(dict(zip(ids, u_max.tolist(), strict=True)))
-        )
+    def _weights(self, ids: list[str], u_max: FloatArray) -> tuple[SetWeight, ...]:
+        shares = u_max if float(u_max.max(initial=0.0)) > 0 else np.ones(len(ids))
+        return self.fleet_.reweight_many(ids, proportional_array(shares))
 
     # -- calibration (Section IV) --------------------------------------------------------------
-    def _watch(self, keep: list[str], total_u: float, u_max: np.ndarray, u_int: np.ndarray) -> None:
+    def _watch(self, keep: list[str], total_u: float, u_max: FloatArray, u_int: FloatArray) -> None:
         """Watch the instances whose predicted RT at their new share is within ±δ of R_th."""
         if not self.params.calibrate or not keep:
             self.watch_ = set()
+            self.calibrated_sf_ = {}
             return
         cap = float(u_max.sum())
         new_u = total_u * u_max / cap if cap > 0 else np.zeros_like(u_max)
         rt = self.capacity_.predict_rt(new_u, u_int).value
         near = np.abs(rt - self.target_rt_s) <= self.params.calibration_delta * self.target_rt_s
-        self.watch_ = {i for i, n in zip(keep, near.tolist(), strict=True) if n}
-        for gone in set(self.calibrated_sf_) - self.watch_:
+        self.watch_ = {keep[k] for k in np.flatnonzero(near).tolist()}
+        for gone in [i for i in self.calibrated_sf_ if i not in self.watch_]:
             del self.calibrated_sf_[gone]
 
-    def _calibrate(self, snapshot: Snapshot, ids: list[str]) -> None:
-        """For watched instances whose measured RT exceeds the prediction, take the SF RTM
-        needs to explain the measurement when it is higher than the probe's."""
-        watched = [i for i in ids if i in self.watch_]
-        obs = [snapshot.instances[i] for i in watched]
-        pick = [
-            k for k, o in enumerate(obs) if o.mean_rt_seconds is not None and o.util_pct is not None
-        ]
+    def _calibrate(
+        self, ids: list[str], util: FloatArray, sf_probe: FloatArray, rt: list[float | None]
+    ) -> None:
+        """For watched instances whose measured RT exceeds the prediction from the probe's SF,
+        take the SF RTM needs to explain the measurement when it is higher; a watched instance
+        measured at or below the prediction loses its revised SF."""
+        if not self.watch_:
+            return
+        pick = [k for k, i in enumerate(ids) if i in self.watch_ and rt[k] is not None]
         if not pick:
             return
-        names = [watched[k] for k in pick]
-        u = np.array([obs[k].util_pct for k in pick], dtype=float)
-        rt = np.array([obs[k].mean_rt_seconds for k in pick], dtype=float)
-        sf = np.array([self.severity_.sf_.get(i, 0.0) for i in names])
-        u_int = self.capacity_.interference(u, sf).value
-        predicted = self.capacity_.predict_rt(u, u_int).value
-        revised = self.capacity_.revised_sf(u, rt).value
+        names = [ids[k] for k in pick]
+        u = util[pick]
+        r = np.asarray([rt[k] for k in pick], dtype=float)
+        sf = sf_probe[pick]
+        predicted = self.capacity_.predict_rt(u, self.capacity_.interference(u, sf).value).value
+        revised = self.capacity_.revised_sf(u, r).value
         for name, over, new, old in zip(
-            names, (rt > predicted).tolist(), revised.tolist(), sf.tolist(), strict=True
+            names, (r > predicted).tolist(), revised.tolist(), sf.tolist(), strict=True
         ):
             if over and new > old:
                 self.calibrated_sf_[name] = new
+            else:
+                self.calibrated_sf_.pop(name, None)
+
+
+def _nan_to_none(a: FloatArray) -> list[float | None]:
+    return [None if math.isnan(x) else x for x in a.tolist()]
 
 
 def instance_rows(detail: Mapping[str, object]) -> dict[str, dict[str, object]]:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
+from numpy.typing import NDArray
 
 from quell.core.observation import Snapshot
 from quell.probe.table import ProbeTable
@@ -19,19 +22,85 @@ def severity_factor(probe_rt_s: np.ndarray | float, r_iso_s: np.ndarray | float)
 
 
 class SeverityEstimator:
-    """SF per instance from each snapshot's probe times and utilisations.
+    """SF per instance: the median of its last ``window`` probe samples.
 
-    An instance whose probe did not report in an interval keeps its last SF (the probe runs
-    once per period, which may be longer than the control interval). ``fresh_`` names the
-    instances whose SF was measured in the last snapshot.
+    Environments report a probe time only in the interval in which that download completed
+    (``extra["probe_rt_seconds"]``), so every reported value is a new sample; an instance whose
+    probe did not report keeps its estimate (the probe runs once per period, which may be longer
+    than the control interval). With ``window`` = 1 the estimate is the last sample. ``fresh_``
+    names the instances whose probe reported in the last update.
     """
 
-    def __init__(self, table: ProbeTable) -> None:
+    def __init__(self, table: ProbeTable, window: int = 1) -> None:
+        if window < 1:
+            raise ValueError(f"window must be at least 1, not {window}")
         self.table = table
-        self.sf_: dict[str, float] = {}
+        self.window = window
         self.fresh_: set[str] = set()
+        self._row: dict[str, int] = {}
+        self._samples = np.full((0, window), np.nan)  # ring buffer of SF samples per row
+        self._seen = np.zeros(0, dtype=np.int64)  # samples taken per row
+        self._sf = np.full(0, np.nan)  # current estimate per row (NaN: no sample yet)
+
+    def _rows(self, ids: Sequence[str]) -> NDArray[np.int64]:
+        row = self._row
+        new = [i for i in dict.fromkeys(ids) if i not in row]
+        if new:
+            start = len(row)
+            row.update(zip(new, range(start, start + len(new)), strict=True))
+            grow = len(new)
+            self._samples = np.vstack([self._samples, np.full((grow, self.window), np.nan)])
+            self._seen = np.concatenate([self._seen, np.zeros(grow, dtype=np.int64)])
+            self._sf = np.concatenate([self._sf, np.full(grow, np.nan)])
+        return np.fromiter((row[i] for i in ids), dtype=np.int64, count=len(ids))
+
+    def add(
+        self, ids: Sequence[str], probe_rt_s: NDArray[np.float64], util_pct: NDArray[np.float64]
+    ) -> NDArray[np.float64]:
+        """Take one new probe sample per id (each id once); returns the samples' SF."""
+        sf = severity_factor(probe_rt_s, self.table.predict(util_pct))
+        self.fresh_ = set(ids)
+        if not ids:
+            return sf
+        r = self._rows(ids)
+        self._samples[r, self._seen[r] % self.window] = sf
+        self._seen[r] += 1
+        block = self._samples[r]
+        # nanmedian without its all-NaN warning: every touched row has at least one sample
+        self._sf[r] = np.nanmedian(block, axis=1) if self.window > 1 else block[:, 0]
+        return sf
+
+    def __len__(self) -> int:
+        """Instances tracked."""
+        return len(self._row)
+
+    def get(self, ids: Sequence[str]) -> NDArray[np.float64]:
+        """The current estimate of each id (NaN where no probe has reported yet)."""
+        known = [self._row.get(i, -1) for i in ids]
+        r = np.asarray(known, dtype=np.int64)
+        out = np.full(len(ids), np.nan)
+        has = r >= 0
+        out[has] = self._sf[r[has]]
+        return out
+
+    def forget(self, keep: set[str]) -> None:
+        """Drop the instances not in ``keep`` (gone from the group)."""
+        gone = [i for i in self._row if i not in keep]
+        if not gone:
+            return
+        live = [i for i in self._row if i in keep]
+        r = np.asarray([self._row[i] for i in live], dtype=np.int64)
+        self._samples, self._seen, self._sf = self._samples[r], self._seen[r], self._sf[r]
+        self._row = {i: k for k, i in enumerate(live)}
+
+    @property
+    def sf_(self) -> dict[str, float]:
+        """Instance id → current estimate, for the instances with one."""
+        return {i: float(self._sf[k]) for i, k in self._row.items() if self._seen[k] > 0}
 
     def update(self, snapshot: Snapshot) -> dict[str, float]:
+        """Take the snapshot's probe samples, forget instances it no longer shows, and return
+        every estimate."""
         ids, rt, util = [], [], []
         for iid, o in snapshot.instances.items():
             p = o.extra.get(PROBE_KEY)
@@ -39,10 +108,6 @@ class SeverityEstimator:
                 ids.append(iid)
                 rt.append(p)
                 util.append(o.util_pct)
-        if ids:
-            sf = severity_factor(np.array(rt), self.table.predict(np.array(util)))
-            self.sf_.update(zip(ids, sf.tolist(), strict=True))
-        self.fresh_ = set(ids)
-        for gone in set(self.sf_) - set(snapshot.instances):
-            del self.sf_[gone]
-        return dict(self.sf_)
+        self.add(ids, np.asarray(rt, dtype=float), np.asarray(util, dtype=float))
+        self.forget(set(snapshot.instances))
+        return self.sf_

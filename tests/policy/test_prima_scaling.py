@@ -1,0 +1,205 @@
+"""PRIMA's SF smoothing, sized scale-out, pending additions and scale-in with headroom, on a
+bundle whose capacities are known in closed form (tests/prima/bundles.py: U_max = 45 % without
+a neighbour at R_th = 25 ms)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from quell.core.action import AddInstance, Decision, RemoveInstance, SetWeight
+from quell.core.observation import Observation, Snapshot
+from quell.policy import PolicyContext
+from quell.policy.fleet import PENDING_GRACE_INTERVALS, Fleet, proportional_array
+from quell.policy.prima import PrimaPolicy, instance_rows
+from quell.policy.weights import proportional_weights
+from quell.probe import SeverityEstimator
+from quell.scenario.model import Scaling
+from tests.policy.snapshots import flat_table, probe_for, snap
+from tests.prima import bundles as sb
+
+TARGET_S = 0.025
+BOOT_S = 30.0
+CAP0 = sb.capacity(0.0, TARGET_S)  # 45 %
+
+
+def obs(t: float, iid: str, u: float, u_total: float, probe: bool = True) -> Observation:
+    p = (sb.R_ISO0 + sb.R_ISO_SLOPE * u) * (1 + sb.sf_of_total(u_total))
+    return Observation(
+        time_s=t,
+        instance_id=iid,
+        interval_s=10.0,
+        util_pct=u,
+        weight=100,
+        extra={"probe_rt_seconds": p} if probe else {},
+    )
+
+
+def at(t: float, *o: Observation) -> Snapshot:
+    return Snapshot(t, "test", {x.instance_id: x for x in o})
+
+
+def policy(tmp_path: Path, n: int, hosts: int = 10, **params: float | int | bool) -> PrimaPolicy:
+    sb.write_linear_bundle(tmp_path / "m.json")
+    ctx = PolicyContext(
+        interval_s=10.0,
+        target_rt_s=TARGET_S,
+        scaling=Scaling(hosts=[f"h{k}" for k in range(1, hosts + 1)], boot_s=BOOT_S),
+        base_dir=tmp_path,
+        initial_instances={f"i{k}": f"h{k}" for k in range(1, n + 1)},
+    )
+    return PrimaPolicy.build({"model": "m.json", **params}, ctx)
+
+
+def adds(d: Decision) -> list[str]:
+    return [a.instance_id for a in d.actions if isinstance(a, AddInstance)]
+
+
+def removes(d: Decision) -> list[str]:
+    return sorted(a.instance_id for a in d.actions if isinstance(a, RemoveInstance))
+
+
+# -- SF smoothing ----------------------------------------------------------------------------
+def test_sf_is_the_median_of_the_last_samples_each_counted_once() -> None:
+    est = SeverityEstimator(flat_table(), window=3)
+    est.update(snap(10, i1={"util_pct": 20.0, "probe": probe_for(0.1)}))
+    assert est.sf_["i1"] == pytest.approx(0.1)
+    est.update(snap(20, i1={"util_pct": 20.0, "probe": probe_for(3.0)}))  # one noisy sample
+    assert est.sf_["i1"] == pytest.approx((0.1 + 3.0) / 2)
+    est.update(snap(30, i1={"util_pct": 20.0, "probe": probe_for(0.2)}))
+    assert est.sf_["i1"] == pytest.approx(0.2)  # median of 0.1, 3.0, 0.2
+    for t in (40, 50, 60):  # intervals without a probe report add no sample
+        est.update(snap(t, i1={"util_pct": 20.0}))
+        assert est.sf_["i1"] == pytest.approx(0.2) and est.fresh_ == set()
+    est.update(snap(70, i1={"util_pct": 20.0, "probe": probe_for(0.4)}))
+    assert est.sf_["i1"] == pytest.approx(0.4)  # 0.1 left the window: median of 3.0, 0.2, 0.4
+    est.update(snap(80, i2={"util_pct": 20.0}))
+    assert est.sf_ == {} and len(est) == 0  # i1 gone, i2 not probed yet
+
+
+def test_window_one_is_the_last_sample() -> None:
+    est = SeverityEstimator(flat_table())
+    for sf in (0.1, 3.0):
+        est.update(snap(10, i1={"util_pct": 20.0, "probe": probe_for(sf)}))
+    assert est.sf_["i1"] == pytest.approx(3.0)
+
+
+def test_a_single_noisy_probe_does_not_move_prima_capacity(tmp_path: Path) -> None:
+    p = policy(tmp_path, 2, wait_intervals=0)
+    quiet = [at(10 * k, obs(10 * k, "i1", 30, 30), obs(10 * k, "i2", 30, 30)) for k in (1, 2)]
+    for s in quiet:
+        p.decide(s)
+    noisy = at(30, obs(30, "i1", 30, 30), obs(30, "i2", 30, 90))  # i2: one sample at SF 5
+    rows = instance_rows(p.decide(noisy).detail)
+    assert rows["i2"]["sf_probe"] == pytest.approx(sb.sf_of_total(90))
+    assert rows["i2"]["sf"] == pytest.approx(0.0)
+    assert rows["i2"]["u_max_pct"] == pytest.approx(rows["i1"]["u_max_pct"])
+
+
+# -- scale out by the shortfall --------------------------------------------------------------
+def test_scale_out_adds_the_whole_shortfall_at_once_and_counts_it_while_booting(
+    tmp_path: Path,
+) -> None:
+    p = policy(tmp_path, 4, wait_intervals=0)
+    # Table VIII's last step: 300 % on four instances of U_max 45 % each: short by 120 %.
+    load = [obs(10, f"i{k}", 75.0, 75.0) for k in range(1, 5)]
+    d = p.decide(at(10, *load))
+    assert adds(d) == ["n1", "n2", "n3"]  # ceil(120 / 45)
+    assert len(adds(d)) == math.ceil((300 - 4 * CAP0) / CAP0)
+    assert "short by 120.0%" in d.reason and "scale out with 3 instance(s)" in d.reason
+    # Booting: they count at 45 % each (315 % ≥ 300 %), so nothing more is asked for.
+    d = p.decide(at(20, *[obs(20, f"i{k}", 75.0, 75.0) for k in range(1, 5)]))
+    assert adds(d) == [] and "+ 3 on the way at 45.0% each" in d.reason
+    assert d.detail["planned_capacity_pct"] == pytest.approx(7 * CAP0, abs=0.5)
+
+
+def test_a_new_instance_weaker_than_expected_brings_one_more(tmp_path: Path) -> None:
+    p = policy(tmp_path, 4, wait_intervals=0)
+    p.decide(at(10, *[obs(10, f"i{k}", 75.0, 75.0) for k in range(1, 5)]))
+    # They serve (U 10 % from the probe's own traffic, say); n3's host has a neighbour at 60 %:
+    # U_max 15 %, not 45 %.
+    new = [obs(40, "n1", 10.0, 10.0), obs(40, "n2", 10.0, 10.0), obs(40, "n3", 10.0, 70.0)]
+    d = p.decide(at(40, *[obs(40, f"i{k}", 75.0, 75.0) for k in range(1, 5)], *new))
+    assert instance_rows(d.detail)["n3"]["u_max_pct"] == pytest.approx(
+        sb.capacity(60.0, TARGET_S), abs=0.2
+    )
+    # 6 x 45 + 15 = 285 % < 330 %: short by 45 %, one more.
+    assert adds(d) == ["n4"]
+    w = {a.instance_id: a.weight for a in d.actions if isinstance(a, SetWeight)}
+    assert w["n1"] == 256 and w["n3"] == round(256 * 15 / 45)
+
+
+def test_new_instances_wait_at_weight_zero_for_their_sf(tmp_path: Path) -> None:
+    p = policy(tmp_path, 1, wait_intervals=0)
+    assert adds(p.decide(at(10, obs(10, "i1", 50.0, 50.0)))) == ["n1"]
+    d = p.decide(at(40, obs(40, "i1", 50.0, 50.0), obs(40, "n1", 0.0, 0.0, probe=False)))
+    assert d.detail["awaiting_sf"] == ["n1"] and adds(d) == []
+    assert "n1" not in instance_rows(d.detail)
+    assert all(a.instance_id != "n1" for a in d.actions)
+
+
+def test_an_addition_that_never_serves_times_out_and_is_asked_for_again(tmp_path: Path) -> None:
+    p = policy(tmp_path, 1, wait_intervals=0)
+    assert adds(p.decide(at(10, obs(10, "i1", 50.0, 50.0)))) == ["n1"]
+    timeout = BOOT_S + PENDING_GRACE_INTERVALS * 10.0
+    t = 20.0
+    while t <= 10 + timeout:
+        assert adds(p.decide(at(t, obs(t, "i1", 50.0, 50.0)))) == []
+        t += 10
+    d = p.decide(at(t, obs(t, "i1", 50.0, 50.0)))
+    assert d.detail["expired_add"] == ["n1"] and adds(d) == ["n2"]
+
+
+# -- scale in --------------------------------------------------------------------------------
+def test_scale_in_keeps_capacity_with_headroom_after_wait(tmp_path: Path) -> None:
+    p = policy(tmp_path, 3, scale_in_headroom=0.1)  # W = 1: two intervals in a row
+    s = at(10, *[obs(10, f"i{k}", 14.0, 14.0) for k in range(1, 4)])  # U = 42 %
+    d = p.decide(s)
+    assert removes(d) == [] and "2 instance(s) would do, waiting (1/2)" in d.reason
+    d = p.decide(s)  # 42 x 1.1 = 46.2 % > 45 %: two stay
+    assert removes(d) == ["i3"] and d.detail["kept"] == ["i1", "i2"]
+    assert "scale in" in d.reason
+
+
+def test_no_scale_in_while_load_sits_in_the_band(tmp_path: Path) -> None:
+    p = policy(tmp_path, 2, wait_intervals=0, scale_in_headroom=0.1)
+    for t in (10, 20, 30):  # 43 % ≤ 45 % (no shortfall), 43 x 1.1 > 45 % (no excess)
+        d = p.decide(at(t, obs(t, "i1", 21.5, 21.5), obs(t, "i2", 21.5, 21.5)))
+        assert removes(d) == [] and adds(d) == []
+
+
+# -- fleet -----------------------------------------------------------------------------------
+def test_add_many_takes_free_hosts_in_order_within_the_cap() -> None:
+    f = Fleet({"i1": "h1"}, hosts=("h1", "h2", "h3", "h4"), max_instances=3)
+    got = f.add_many(5)
+    assert got == (AddInstance("n1", "h2", 0), AddInstance("n2", "h3", 0))
+    assert f.add_many(1) == () and not f.can_add()
+
+
+def test_expired_pending_frees_its_host() -> None:
+    f = Fleet({"i1": "h1"}, hosts=("h2",), pending_timeout_s=30.0)
+    f.update(snap(10, i1={}))
+    f.add()
+    f.update(snap(40, i1={}))
+    assert f.pending_add == {"n1": "h2"} and f.expired_ == ()
+    f.update(snap(50, i1={}))
+    assert f.pending_add == {} and f.expired_ == ("n1",) and f.free_host() == "h2"
+
+
+def test_reweight_many_matches_reweight() -> None:
+    rng = np.random.default_rng(3)
+    shares = rng.uniform(0.0, 50.0, 40)
+    shares[[3, 7]] = 0.0
+    ids = [f"i{k}" for k in range(40)]
+    assert proportional_array(shares).tolist() == list(
+        proportional_weights(dict(zip(ids, shares.tolist(), strict=True))).values()
+    )
+    a = Fleet(dict.fromkeys(ids, "h"))
+    b = Fleet(dict.fromkeys(ids, "h"))
+    w = proportional_array(shares)
+    assert a.reweight_many(ids, w) == b.reweight(dict(zip(ids, w.tolist(), strict=True)))
+    assert a.reweight_many(ids, w * 0 + 7) == b.reweight(dict.fromkeys(ids, 7))
+    assert a.reweight_many(ids, w * 0 + 9) == ()  # same split as 7 everywhere
