@@ -15,6 +15,7 @@ a removed one while it drains, so:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -230,7 +231,7 @@ class Fleet:
         """``reweight`` for many instances at once: ``weights[k]`` for ``ids[k]``."""
         w = np.asarray(weights, dtype=np.int64)
         have = self._weight
-        cur = np.fromiter((have.get(i, -1) for i in ids), dtype=np.int64, count=len(ids))
+        cur = np.fromiter(map(have.get, ids, repeat(-1)), dtype=np.int64, count=len(ids))
         if (
             cur.size
             and cur.min() >= 0
@@ -239,11 +240,13 @@ class Fleet:
             )
         ):
             return ()
-        changed = np.flatnonzero(cur != w).tolist()
-        wl = w.tolist()
-        out = tuple(SetWeight(ids[k], wl[k]) for k in changed)
-        have.update((ids[k], wl[k]) for k in changed)
-        return out
+        changed = np.flatnonzero(cur != w)
+        if changed.size == 0:
+            return ()
+        names = [ids[k] for k in changed.tolist()]
+        values = w[changed].tolist()
+        have.update(zip(names, values, strict=True))
+        return tuple(map(SetWeight, names, values))
 
     def _new_id(self) -> str:
         while f"{self.prefix}{self._next}" in self._known:

@@ -119,9 +119,9 @@ class PrimaPolicy:
         sf_est = self.severity_.get(active)
         # A new instance serves at weight 0 until its probe has reported (initial ones: SF 0).
         unknown = np.isnan(sf_est)
-        awaiting_mask = unknown & np.fromiter(
-            (i not in self._initial for i in active), dtype=bool, count=len(active)
-        )
+        awaiting_mask = unknown.copy()
+        for k in np.flatnonzero(unknown).tolist():
+            awaiting_mask[k] = active[k] not in self._initial
         awaiting = [i for i, a in zip(active, awaiting_mask.tolist(), strict=True) if a]
         serve = np.flatnonzero(~awaiting_mask)
         ids = [active[k] for k in serve] if awaiting else active
