@@ -74,3 +74,12 @@ def test_a_missing_trace_file_is_caught_before_start(tmp_path: Path) -> None:
     s["workload"]["arrival"] = {"process": "trace", "path": "nope.txt"}
     with pytest.raises(InputError, match="cannot read trace"):
         preflight(parse_scenario(s), tmp_path, "pf.yaml", euid=0, which=everything)
+
+
+def test_a_file_under_a_video_directory_is_refused_with_a_video_workload() -> None:
+    s = scenario(files=[{"path": "/v3/c0", "size_bytes": 10}, {"path": "/x", "size_bytes": 10}])
+    s["workload"] = {"arrival": {"process": "poisson", "rate_rps": 1}, "sessions": {"videos": 5}}
+    problems = [str(p) for p in scenario_problems(parse_scenario(s), {0, 1}, everything)]
+    assert problems == [
+        "files[0].path: '/v3/c0' is under /v<number>/, where the lab serves the video chunks"
+    ]

@@ -60,6 +60,7 @@ from quell.lab.servers import (
     probe_server_files,
     server_files,
     write_docroot,
+    write_video_docroot,
 )
 from quell.lab.tag import RUNTIME_ROOT, RunTag
 from quell.probe.severity import PROBE_KEY
@@ -68,7 +69,7 @@ from quell.signals.cgroup import CgroupLayout
 from quell.signals.haproxy import ServerStat
 from quell.signals.netns import NETNS_DIR, NetDevReader, open_in_netns, tcp_listeners
 from quell.store.run import RequestRecord
-from quell.workload.schedule import build_schedule
+from quell.workload.schedule import RequestSchedule, build_schedule
 
 StatusFn = Callable[[str], None]
 InstanceState = Literal["booting", "serving", "draining", "gone"]
@@ -154,6 +155,7 @@ class LabEnvironment:
         self._to_store: list[RequestRecord] = []
         self._last_obs = 0.0
         self._closed = False
+        self._schedule: RequestSchedule | None = None
 
     # -- bring-up ----------------------------------------------------------------------------
     def _cpus_for(self, host: str, own: Sequence[int] | None) -> list[int] | None:
@@ -182,7 +184,12 @@ class LabEnvironment:
                 fd = open_in_netns(NETNS_DIR / self.topology.host_ns(host.id))
                 self.links[host.id] = NetDevReader(fd)
         status("files")
+        self._schedule = build_schedule(s, self.scenario_dir)
         write_docroot(self.work / "www", s.files, s.seed)
+        if s.workload.sessions is not None:
+            # video sessions ask for /v{video}/c{chunk}: serve each chunk the schedule uses
+            sched = self._schedule
+            write_video_docroot(self.work / "www", sched.paths, sched.sizes_bytes, s.seed)
         if s.probe is not None:
             probe_file = FileSpec(path=PROBE_PATH, size_bytes=s.probe.size_bytes)
             write_docroot(self.work / "probe-www", [probe_file], s.seed)
@@ -270,7 +277,7 @@ class LabEnvironment:
 
     def _start_load(self) -> None:
         s = self.scenario
-        schedule = build_schedule(s, self.scenario_dir)
+        schedule = self._schedule or build_schedule(s, self.scenario_dir)
         sched_file = self.work / "schedule.npz"
         write_schedule(sched_file, schedule.times_s, schedule.path_index, list(schedule.paths))
         out = self.run_dir / "requests.csv"

@@ -4,6 +4,7 @@ reported at once, naming the scenario key it concerns."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -13,6 +14,8 @@ from quell.scenario.model import Scenario
 from quell.workload.schedule import build_schedule
 
 BASE_BINARIES = ("ip", "tc", "haproxy", "taskset", "python3")
+VIDEO_DIR = re.compile(r"^/v\d+/")
+"""Where a video workload's chunks are served (``quell.workload.sessions``)."""
 ANTAGONIST_BINARY = {"stress-ng": "stress-ng", "iperf3": "iperf3", "fio": "fio"}
 
 
@@ -54,6 +57,15 @@ def scenario_problems(
     for k, ant in enumerate(scenario.antagonists):
         check_cpus(f"antagonists[{k}].cpus", ant.cpus)
     check_cpus("workload.cpus", scenario.workload.cpus)
+    if scenario.workload.sessions is not None:
+        for k, f in enumerate(scenario.files):
+            if VIDEO_DIR.match(f.path):
+                problems.append(
+                    Problem(
+                        f"files[{k}].path",
+                        f"{f.path!r} is under /v<number>/, where the lab serves the video chunks",
+                    )
+                )
     if len(scenario.instances) > 2000:
         problems.append(Problem("instances", "the lab supports at most 2000 instances"))
     return problems

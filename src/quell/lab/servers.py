@@ -15,6 +15,7 @@ import numpy as np
 
 from quell.core.rng import component_rng
 from quell.scenario.model import FileSpec, Instance
+from quell.workload.sessions import video_files
 
 WEB_USER = "www-data"
 PORT = 80
@@ -38,11 +39,13 @@ def _web_ids() -> tuple[int, int]:
     return pw.pw_uid, pw.pw_gid
 
 
-def write_docroot(root: Path, files: Sequence[FileSpec], seed: int) -> None:
+def write_docroot(
+    root: Path, files: Sequence[FileSpec], seed: int, stream: str = "lab/docroot"
+) -> None:
     """Generate the served files: random bytes, or text that compresses (gzip then costs CPU)."""
     root.mkdir(parents=True, exist_ok=True)
     root.chmod(0o755)
-    rng = component_rng(seed, "lab/docroot")
+    rng = component_rng(seed, stream)
     words = np.array(
         [
             "".join(chr(97 + c) for c in rng.integers(0, 26, size=int(n))) + " "
@@ -66,6 +69,27 @@ def write_docroot(root: Path, files: Sequence[FileSpec], seed: int) -> None:
                 f.write(data)
                 remaining -= chunk
         path.chmod(0o644)
+
+
+def write_video_docroot(
+    root: Path, paths: Sequence[str], sizes_bytes: Sequence[int], seed: int
+) -> int:
+    """Make every chunk path of a video schedule servable: one file of random bytes per video,
+    of its chunk size (``/v{v}/chunk.bin``), and each chunk path the schedule uses a hard link
+    to it. Hard links, not symlinks: every server serves them as plain files whatever its
+    symlink settings, and they take no space. Returns the number of files written."""
+    videos = video_files(paths, sizes_bytes)
+    write_docroot(
+        root,
+        [FileSpec(path=v.path, size_bytes=v.size_bytes) for v in videos],
+        seed,
+        stream="lab/videos",
+    )
+    for v in videos:
+        target = root / v.path.lstrip("/")
+        for chunk in v.chunk_paths:
+            os.link(target, root / chunk.lstrip("/"))
+    return len(videos)
 
 
 def _logs_dir(base: Path) -> Path:
