@@ -135,3 +135,30 @@ def test_needs_a_target(tmp_path: Path) -> None:
     ctx = PolicyContext(interval_s=10.0, base_dir=tmp_path, initial_instances={"i1": "h1"})
     with pytest.raises(InputError, match=r"target\.mean_rt_s"):
         PrimaPolicy.build({"model": "m.json"}, ctx)
+
+
+def test_a_revised_sf_lasts_until_the_probe_reads_the_neighbour_gone(tmp_path: Path) -> None:
+    p = policy(tmp_path, {"i1": "h1", "i2": "h2"}, wait_intervals=0, sf_window=1)
+    p.decide(snap(obs("i1", 43.0, 43.0), obs("i2", 43.0, 43.0)))
+    p.decide(snap(obs("i1", 43.0, 43.0, rt=0.040), obs("i2", 43.0, 43.0, rt=0.023)))
+    revised = (0.040 - sb.A - sb.B * 43) / sb.C
+    # Unmeasured (no request finished) under the same probe reading: the revision holds.
+    d = p.decide(snap(obs("i1", 43.0, 43.0), obs("i2", 43.0, 43.0, rt=0.023)))
+    assert instance_rows(d.detail)["i1"]["sf"] == pytest.approx(revised, abs=0.05)
+    # The probe now reads no interference (SF 0, was 0.3 at the revision): it goes.
+    d = p.decide(snap(obs("i1", 2.0, 30.0), obs("i2", 43.0, 43.0, rt=0.023)))
+    row = instance_rows(d.detail)["i1"]
+    assert row["sf"] == 0.0 and "i1" not in p.calibrated_sf_
+    assert row["u_max_pct"] == pytest.approx(sb.capacity(0.0, TARGET_S), abs=0.2)
+
+
+def test_a_safety_factor_plans_capacity_for_more_than_the_load(tmp_path: Path) -> None:
+    # Two instances without neighbours hold 2 × 45 % = 90 %. At U = 80 % that suffices; with
+    # a safety factor of 0.25 the plan is for 100 %, short by 10 %: one more instance.
+    plain = policy(tmp_path, {"i1": "h1", "i2": "h2"}, wait_intervals=0)
+    s = snap(obs("i1", 40.0, 40.0), obs("i2", 40.0, 40.0))
+    assert not [a for a in plain.decide(s).actions if isinstance(a, AddInstance)]
+    safe = policy(tmp_path, {"i1": "h1", "i2": "h2"}, wait_intervals=0, safety_factor=0.25)
+    d = safe.decide(s)
+    assert [a.host for a in d.actions if isinstance(a, AddInstance)] == ["h3"]
+    assert "U×1.25=100.0%" in d.reason and "short by 10.0%" in d.reason

@@ -51,6 +51,10 @@ class PrimaParams(BaseModel):
     """Scale in only to instances whose capacities exceed U × (1 + this): the band between
     scaling out (U > ΣU_max) and in keeps the controller from flapping."""
     safety_instances: Annotated[int, Field(ge=0, le=1000)] = 0
+    safety_factor: Annotated[float, Field(ge=0, le=10)] = 0.0
+    """Plan capacity for U × (1 + this): spare capacity in proportion to the load, so an
+    instance's share stays this much below its U_max and the interval-to-interval swings of
+    its load and response time stay under R_th (the paper's factor of safety, relative)."""
     """Extra instances kept beyond what the load needs (the paper's factor of safety)."""
     sf_window: Annotated[int, Field(ge=1, le=100)] = 3
     """SF of an instance: median of its last this many probe samples (1: the last sample)."""
@@ -74,6 +78,8 @@ class PrimaPolicy:
         self.severity_ = SeverityEstimator(bundle.probe_table, params.sf_window)
         self.fleet_ = Fleet.from_context(ctx)
         self.calibrated_sf_: dict[str, float] = {}
+        self.calibrated_at_sf_: dict[str, float] = {}
+        """The probe's SF of each instance when its SF was revised."""
         self.watch_: set[str] = set()
         self._initial = frozenset(ctx.initial_instances)
         self._shortfall_runs = 0
@@ -133,6 +139,7 @@ class PrimaPolicy:
             else [x.mean_rt_seconds for x in o]
         )
         self._calibrate(ids, util, sf_probe, rt_meas)
+        self._expire_calibration(ids, sf_probe)
         sf = sf_probe
         if self.calibrated_sf_:
             cal = np.fromiter(
@@ -170,9 +177,15 @@ class PrimaPolicy:
             return Decision(
                 reason=f"waiting for {', '.join(coming)} to report its SF", detail=detail
             )
-        shortfall = total_u > planned
+        demand = total_u * (1.0 + self.params.safety_factor)
+        shortfall = demand > planned
+        load = (
+            f"U={total_u:.1f}%"
+            if self.params.safety_factor == 0
+            else f"U×{1 + self.params.safety_factor:g}={demand:.1f}%"
+        )
         state = (
-            f"U={total_u:.1f}% {'exceeds' if shortfall else 'within'} ΣU_max={cap_sum:.1f}% "
+            f"{load} {'exceeds' if shortfall else 'within'} ΣU_max={cap_sum:.1f}% "
             f"of {len(ids)} instance(s)"
         )
         if coming:
@@ -200,7 +213,8 @@ class PrimaPolicy:
         weights: tuple[SetWeight, ...],
         detail: dict[str, object],
     ) -> Decision:
-        need = max(1, math.ceil((total_u - planned) / max(self.new_capacity_pct, 1e-9)))
+        demand = total_u * (1.0 + self.params.safety_factor)
+        need = max(1, math.ceil((demand - planned) / max(self.new_capacity_pct, 1e-9)))
         adds = self.fleet_.add_many(need, weight=0)
         detail["added"] = [a.instance_id for a in adds]
         if not adds:
@@ -215,7 +229,7 @@ class PrimaPolicy:
         short = f"; {need - len(adds)} more wanted, the fleet is full" if len(adds) < need else ""
         return Decision(
             (*weights, *adds),
-            reason=f"{state}: short by {total_u - planned:.1f}%, scale out with {len(adds)} "
+            reason=f"{state}: short by {demand - planned:.1f}%, scale out with {len(adds)} "
             f"instance(s) ({names}{more}){short}; weights ∝ capacity meanwhile",
             detail=detail,
         )
@@ -232,7 +246,7 @@ class PrimaPolicy:
     ) -> Decision:
         order = np.argsort(-u_max, kind="stable")
         cum = np.cumsum(u_max[order])
-        need = total_u * (1.0 + self.params.scale_in_headroom)
+        need = total_u * (1.0 + self.params.safety_factor) * (1.0 + self.params.scale_in_headroom)
         k = int(np.searchsorted(cum, need, side="left")) + 1
         k = min(len(ids), max(k + self.params.safety_instances, self.fleet_.min_instances))
         excess = k < len(ids) and not coming
@@ -314,8 +328,22 @@ class PrimaPolicy:
         ):
             if over and new > old:
                 self.calibrated_sf_[name] = new
+                self.calibrated_at_sf_[name] = old
             else:
                 self.calibrated_sf_.pop(name, None)
+
+    def _expire_calibration(self, ids: list[str], sf_probe: FloatArray) -> None:
+        """A revised SF describes the conditions it was measured in: drop it once the probe
+        reads clearly less interference than then (the neighbour has left). An instance whose
+        revision took its load away is not measured again, so without this it would keep the
+        revised SF, and no capacity, for ever."""
+        if not self.calibrated_sf_:
+            return
+        now = dict(zip(ids, sf_probe.tolist(), strict=True))
+        for name in list(self.calibrated_sf_):
+            then = self.calibrated_at_sf_.get(name, 0.0)
+            if name not in now or now[name] < then - max(0.1, 0.5 * then):
+                del self.calibrated_sf_[name]
 
 
 def _nan_to_none(a: FloatArray) -> list[float | None]:
