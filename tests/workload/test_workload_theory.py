@@ -11,7 +11,7 @@ from scipy.optimize import minimize_scalar
 from quell.core.rng import component_rng
 from quell.scenario import parse_scenario
 from quell.workload.arrival import Mmpp2, Poisson, index_of_dispersion
-from quell.workload.schedule import build_schedule
+from quell.workload.schedule import RequestSchedule, build_schedule
 from quell.workload.sessions import VideoFile, video_files, zipf_probabilities
 
 
@@ -91,3 +91,37 @@ def test_video_files_group_chunk_paths_by_video_with_the_video_chunk_size() -> N
         video_files(["/v0/c0", "/v0/c1"], [250, 300])
     with pytest.raises(ValueError, match="not a video chunk path"):
         video_files(["/f100k.bin"], [1])
+
+
+def test_a_catalog_seed_fixes_the_videos_whatever_the_scenario_seed() -> None:
+    def schedule(seed: int, catalog_seed: int | None) -> RequestSchedule:
+        sessions: dict[str, object] = {"videos": 20, "mean_video_bytes": 2_000_000}
+        if catalog_seed is not None:
+            sessions["catalog_seed"] = catalog_seed
+        s = parse_scenario(
+            {
+                "name": "video",
+                "seed": seed,
+                "duration_s": 600,
+                "hosts": [{"id": "h1"}],
+                "instances": [{"id": "i1", "host": "h1"}],
+                "files": [{"path": "/x", "size_bytes": 1}],
+                "workload": {
+                    "arrival": {"process": "poisson", "rate_rps": 2},
+                    "sessions": sessions,
+                },
+            }
+        )
+        return build_schedule(s, Path("."))
+
+    def sizes(sched: RequestSchedule) -> dict[str, int]:
+        return {v.path: v.size_bytes for v in video_files(sched.paths, sched.sizes_bytes)}
+
+    a, b = schedule(1, 7), schedule(2, 7)
+    assert not np.array_equal(a.times_s[:50], b.times_s[:50])  # own sessions
+    shared = sizes(a).keys() & sizes(b).keys()
+    assert len(shared) >= 10
+    assert all(sizes(a)[p] == sizes(b)[p] for p in shared)  # same videos
+    # without it, each scenario seed draws its own library
+    c, d = sizes(schedule(1, None)), sizes(schedule(2, None))
+    assert any(c[p] != d[p] for p in c.keys() & d.keys())

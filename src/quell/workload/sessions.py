@@ -86,6 +86,7 @@ def video_schedule(scenario: Scenario, base_dir: Path) -> RequestSchedule:
     spec = scenario.workload.sessions
     assert spec is not None
     seed = scenario.seed
+    catalog = seed if spec.catalog_seed is None else spec.catalog_seed
     starts = build_arrival(scenario.workload.arrival, base_dir).times(
         scenario.duration_s, component_rng(seed, "workload/sessions")
     )
@@ -93,7 +94,7 @@ def video_schedule(scenario: Scenario, base_dir: Path) -> RequestSchedule:
         spec.videos,
         spec.mean_video_bytes,
         spec.mean_chunk_bytes,
-        component_rng(seed, "workload/videos"),
+        component_rng(catalog, "workload/videos"),
     )
     video = component_rng(seed, "workload/popularity").choice(
         spec.videos, size=starts.size, p=zipf_probabilities(spec.videos, spec.zipf_alpha)

@@ -72,3 +72,7 @@ class SessionSpec(_Strict):
     mean_chunk_bytes: Annotated[int, Field(gt=0)] = 500_000
     mean_video_bytes: Annotated[int, Field(gt=0)] = 11_000_000
     prefetch_chunks: Annotated[int, Field(ge=0)] = 3
+    catalog_seed: Annotated[int, Field(ge=0)] | None = None
+    """Seed of the video library (each video's size and chunk count); the scenario's seed if
+    unset. Scenarios that give the same one serve the same videos whatever their own seeds, as
+    one service does: the profile's cells and the experiments that use its models."""
