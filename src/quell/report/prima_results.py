@@ -34,16 +34,18 @@ def validation_section(v: dict[str, Any], source: str) -> list[str]:
         f"Source: `{source}`. {v['points']} held-out lab points; RTM mean absolute error "
         f"**{_f(v['rtm_mape_pct'], '.1f')} %**; IM mean absolute SF error "
         f"**{_f(v['im_sf_mape_pct'], '.1f')} %** over the {v['im_sf_points']} points with "
-        f"SF ≥ 0.1; {v['clamped_points']} point(s) clamped. Paper: 7.2 % / 6.9 %.",
+        f"SF ≥ 0.1, and **{_f(v.get('im_total_mape_pct'), '.1f')} %** read the other way "
+        "(U_total from the measured SF, as the controller uses it); "
+        f"{v['clamped_points']} point(s) clamped. Paper: 7.2 % / 6.9 %.",
         "",
-        "| U % | SF | R ms | R̂ ms | error % | U_total % | IM(U_total) |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
+        "| U % | SF | R ms | R̂ ms | error % | U_total % | IM(U_total) | IM⁻¹(SF) % |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in v["rows"]:
         out.append(
             f"| {r['util_pct']:.1f} | {r['sf']:.2f} | {r['rt_s'] * 1e3:.2f} | "
             f"{r['rt_pred_s'] * 1e3:.2f} | {r['rt_error_pct']:.1f} | {r['total_util_pct']:.1f} | "
-            f"{r['sf_pred']:.2f} |"
+            f"{r['sf_pred']:.2f} | {_f(r.get('total_pred_pct'), '.1f')} |"
         )
     return [*out, ""]
 
