@@ -7,7 +7,9 @@ from pathlib import Path
 from quell.lab.cgroups import list_groups
 from quell.lab.cleanup import tagged_pids
 from quell.lab.network import list_netns
+from quell.lab.runner import run_lab
 from quell.lab.tag import PREFIX, RUNTIME_ROOT, tag_of
+from quell.scenario.model import Scenario
 from quell.signals.cgroup import detect_layout
 from quell.store.run import RunStore
 
@@ -40,3 +42,13 @@ def leftovers(tag: str) -> dict[str, list[str]]:
 
 def nothing_left(tag: str) -> bool:
     return not any(leftovers(tag).values())
+
+
+def run_clean(scenario: Scenario, tmp_path: Path) -> Path:
+    """Run ``scenario`` in the lab under ``tmp_path``, check it left nothing behind, and return
+    its run directory."""
+    yaml_path = tmp_path / "scenario.yaml"
+    yaml_path.write_text("")  # only its directory is used
+    run_dir = Path(run_lab(scenario, yaml_path, tmp_path / "runs")["run_dir"])
+    assert not any(leftovers(run_tag(run_dir)).values())
+    return run_dir

@@ -11,11 +11,10 @@ import pytest
 
 from quell.core.observation import Observation
 from quell.lab.prober import max_downloads, parse_record
-from quell.lab.runner import run_lab
 from quell.probe.severity import PROBE_KEY
 from quell.scenario import parse_scenario
 from quell.store.run import RunStore
-from tests.lab.leftovers import leftovers, run_tag
+from tests.lab.leftovers import run_clean
 
 pytestmark = pytest.mark.lab
 
@@ -45,11 +44,7 @@ def median(values: list[float]) -> float:
 
 def test_probe_and_link_utilisation_see_a_neighbour_flood_the_link(tmp_path: Path) -> None:
     scenario = parse_scenario(SCENARIO)
-    yaml_path = tmp_path / "probe.yaml"
-    yaml_path.write_text("")  # only its directory is used
-    summary = run_lab(scenario, yaml_path, tmp_path / "runs")
-    run_dir = Path(summary["run_dir"])
-    assert not any(leftovers(run_tag(run_dir)).values())
+    run_dir = run_clean(scenario, tmp_path)
     store = RunStore.open(run_dir)
     try:
         obs = store.observations()

@@ -9,13 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from quell.lab.runner import run_lab
 from quell.lab.servers import write_video_docroot
 from quell.scenario import parse_scenario
 from quell.store.run import RunStore
 from quell.workload.schedule import build_schedule
 from quell.workload.sessions import video_files
-from tests.lab.leftovers import leftovers, run_tag
+from tests.lab.leftovers import run_clean
 
 SCENARIO = {
     "name": "video",
@@ -60,11 +59,7 @@ def test_video_docroot_has_one_file_per_video_and_a_link_per_chunk(tmp_path: Pat
 def test_lab_serves_every_chunk_at_its_size_from_lighttpd_and_nginx(tmp_path: Path) -> None:
     scenario = parse_scenario(SCENARIO)
     sched = build_schedule(scenario)
-    yaml_path = tmp_path / "video.yaml"
-    yaml_path.write_text("")  # only its directory is used
-    summary = run_lab(scenario, yaml_path, tmp_path / "runs")
-    run_dir = Path(summary["run_dir"])
-    assert not any(leftovers(run_tag(run_dir)).values())
+    run_dir = run_clean(scenario, tmp_path)
     store = RunStore.open(run_dir)
     try:
         req = store.request_arrays()

@@ -297,6 +297,7 @@ class PrimaPolicy:
         if not self.params.calibrate or not keep:
             self.watch_ = set()
             self.calibrated_sf_ = {}
+            self.calibrated_at_sf_ = {}
             return
         cap = float(u_max.sum())
         new_u = total_u * u_max / cap if cap > 0 else np.zeros_like(u_max)
@@ -305,6 +306,7 @@ class PrimaPolicy:
         self.watch_ = {keep[k] for k in np.flatnonzero(near).tolist()}
         for gone in [i for i in self.calibrated_sf_ if i not in self.watch_]:
             del self.calibrated_sf_[gone]
+            self.calibrated_at_sf_.pop(gone, None)
 
     def _calibrate(
         self, ids: list[str], util: FloatArray, sf_probe: FloatArray, rt: list[float | None]
@@ -331,6 +333,7 @@ class PrimaPolicy:
                 self.calibrated_at_sf_[name] = old
             else:
                 self.calibrated_sf_.pop(name, None)
+                self.calibrated_at_sf_.pop(name, None)
 
     def _expire_calibration(self, ids: list[str], sf_probe: FloatArray) -> None:
         """A revised SF describes the conditions it was measured in: drop it once the probe
@@ -344,6 +347,7 @@ class PrimaPolicy:
             then = self.calibrated_at_sf_.get(name, 0.0)
             if name not in now or now[name] < then - max(0.1, 0.5 * then):
                 del self.calibrated_sf_[name]
+                self.calibrated_at_sf_.pop(name, None)
 
 
 def _nan_to_none(a: FloatArray) -> list[float | None]:

@@ -162,7 +162,8 @@ class InterferenceModel:
         for key in np.unique(lv):
             g = lv == key
             curves.append((float(ou[g].mean()), *self._curve(u[g], s[g])))
-        if len(curves) == 1 and curves[0][1].size < 2:
+        grid = np.unique(np.concatenate([c[1] for c in curves]))
+        if grid.size < 2:
             raise InterferenceModel._refuse(
                 [Problem("im", "need points at 2 or more total utilisations")]
             )
@@ -171,7 +172,6 @@ class InterferenceModel:
         """Mean measured U of each group (one group without levels)."""
         self.curves_ = [(c[1], c[2]) for c in curves]
         """Per group: (U_total knots, SF at each), SF monotone non-decreasing."""
-        grid = np.unique(np.concatenate([c[1] for c in curves]))
         self.total_util_pct_ = grid
         """Every knot of every curve: the U_total axis of ``sf_``."""
         self.sf_ = np.vstack([np.interp(grid, x, y) for x, y in self.curves_])
@@ -224,9 +224,6 @@ class InterferenceModel:
             own = np.zeros(u.size)
         else:
             u, own = np.broadcast_arrays(u, _as_array(util_pct))
-        if self.level_util_pct_.size == 1:
-            x, y = self.curves_[0]
-            return Query(np.interp(u, x, y), (u < x[0]) | (u > x[-1]))
         rows, lo, hi, off = self._blend(own)
         g = self.total_util_pct_
         j = np.clip(np.searchsorted(g, u, side="right") - 1, 0, g.size - 2)
@@ -241,13 +238,8 @@ class InterferenceModel:
         interval nearest ``near_util_pct`` — for PRIMA the instance's own U, which reads a zero
         SF as "no neighbour load"."""
         s, near = np.broadcast_arrays(_as_array(sf), _as_array(near_util_pct))
-        if self.level_util_pct_.size == 1:
-            x, y = self.curves_[0]
-            rows = np.broadcast_to(y, (s.size, y.size))
-            off = np.zeros(s.size, dtype=bool)
-        else:
-            x = self.total_util_pct_
-            rows, _, _, off = self._blend(near)
+        x = self.total_util_pct_
+        rows, _, _, off = self._blend(near)
         top = rows[:, -1]
         clamped = (s > top) | off  # below the lowest SF is just "no more interference than that"
         sc = np.clip(s, rows[:, 0], top)
