@@ -116,6 +116,18 @@ def test_scale_out_adds_the_whole_shortfall_at_once_and_counts_it_while_booting(
     assert d.detail["planned_capacity_pct"] == pytest.approx(7 * CAP0, abs=0.5)
 
 
+def test_a_shortfall_that_noise_interrupts_still_scales_out(tmp_path: Path) -> None:
+    # W = 2: a shortfall in 3 of the last 5 intervals (and now) acts; one in 2 of 5 does not.
+    p = policy(tmp_path, 1, wait_intervals=2)
+    over, under = 50.0, 40.0  # U_max 45 %
+    for t, u in ((10, over), (20, under), (30, over), (40, under)):
+        d = p.decide(at(t, obs(t, "i1", u, u)))
+        assert adds(d) == []
+    assert "waiting (2/3)" not in d.reason
+    d = p.decide(at(50, obs(50, "i1", over, over)))
+    assert adds(d) == ["n1"]
+
+
 def test_a_new_instance_weaker_than_expected_brings_one_more(tmp_path: Path) -> None:
     p = policy(tmp_path, 4, wait_intervals=0)
     p.decide(at(10, *[obs(10, f"i{k}", 75.0, 75.0) for k in range(1, 5)]))
@@ -129,7 +141,22 @@ def test_a_new_instance_weaker_than_expected_brings_one_more(tmp_path: Path) -> 
     # 6 x 45 + 15 = 285 % < 330 %: short by 45 %, one more.
     assert adds(d) == ["n4"]
     w = {a.instance_id: a.weight for a in d.actions if isinstance(a, SetWeight)}
-    assert w["n1"] == 256 and w["n3"] == round(256 * 15 / 45)
+    assert w["n1"] == 256 and w["n3"] == round(256 * 15 / 45)  # ∝ capacity
+
+
+def test_an_overload_can_be_split_for_equal_predicted_rt(tmp_path: Path) -> None:
+    p = policy(tmp_path, 4, wait_intervals=0, overload_split="equal_rt")
+    p.decide(at(10, *[obs(10, f"i{k}", 75.0, 75.0) for k in range(1, 5)]))
+    new = [obs(40, "n1", 10.0, 10.0), obs(40, "n2", 10.0, 10.0), obs(40, "n3", 10.0, 70.0)]
+    d = p.decide(at(40, *[obs(40, f"i{k}", 75.0, 75.0) for k in range(1, 5)], *new))
+    # 330 % exceeds the 285 % they can carry at R_th. Above the knee RT = A + B·u +
+    # C·K·(u + U_int − X0), so n3 (U_int 60 %) takes 60·C·K / (B + C·K) = 30 % less than each
+    # of the six without a neighbour: 6u + (u − 30) = 330.
+    less = 60 * sb.C * sb.K / (sb.B + sb.C * sb.K)
+    u_free = (330 + less) / 7
+    w = {a.instance_id: a.weight for a in d.actions if isinstance(a, SetWeight)}
+    assert w["n1"] == 256 and w["n3"] == round(256 * (u_free - less) / u_free)
+    assert "weights for equal predicted RT" in d.reason
 
 
 def test_new_instances_wait_at_weight_zero_for_their_sf(tmp_path: Path) -> None:
@@ -155,7 +182,7 @@ def test_an_addition_that_never_serves_times_out_and_is_asked_for_again(tmp_path
 
 # -- scale in --------------------------------------------------------------------------------
 def test_scale_in_keeps_capacity_with_headroom_after_wait(tmp_path: Path) -> None:
-    p = policy(tmp_path, 3, scale_in_headroom=0.1)  # W = 1: two intervals in a row
+    p = policy(tmp_path, 3, scale_in_headroom=0.1, scale_in_trial_intervals=0)  # W = 1
     s = at(10, *[obs(10, f"i{k}", 14.0, 14.0) for k in range(1, 4)])  # U = 42 %
     d = p.decide(s)
     assert removes(d) == [] and "2 instance(s) would do, waiting (1/2)" in d.reason
@@ -169,6 +196,43 @@ def test_no_scale_in_while_load_sits_in_the_band(tmp_path: Path) -> None:
     for t in (10, 20, 30):  # 43 % ≤ 45 % (no shortfall), 43 x 1.1 > 45 % (no excess)
         d = p.decide(at(t, obs(t, "i1", 21.5, 21.5), obs(t, "i2", 21.5, 21.5)))
         assert removes(d) == [] and adds(d) == []
+
+
+def test_scale_in_tries_the_kept_instances_before_removing(tmp_path: Path) -> None:
+    p = policy(tmp_path, 3, wait_intervals=0)  # trial: sf_window + 1 = 4 intervals
+    d = p.decide(at(10, *[obs(10, f"i{k}", 14.0, 14.0) for k in range(1, 4)]))  # U = 42 %
+    w = {a.instance_id: a.weight for a in d.actions if isinstance(a, SetWeight)}
+    assert removes(d) == [] and p.trial_ == ("i3",) and w["i3"] == 0
+    assert w["i1"] == w["i2"] == 256
+    assert "trying them without i3 (weight 0) for 4 interval(s)" in d.reason
+    for t in (20, 30, 40):  # i1 and i2 carry 21 % each: no neighbour shows
+        d = p.decide(at(t, obs(t, "i1", 21.0, 21.0), obs(t, "i2", 21.0, 21.0), obs(t, "i3", 0, 0)))
+        assert removes(d) == [] and "carry U=42.0%" in d.reason
+    d = p.decide(at(50, obs(50, "i1", 21.0, 21.0), obs(50, "i2", 21.0, 21.0), obs(50, "i3", 0, 0)))
+    assert removes(d) == ["i3"] and "scale in" in d.reason and p.trial_ == ()
+
+
+def test_a_neighbour_hidden_below_the_knee_fails_the_trial(tmp_path: Path) -> None:
+    # i1 shows its 20 % neighbour (SF > 0): U_max 35 %. i2 carries 5 % beside a 34 % neighbour:
+    # 39 % in all is below the IM's knee (40 %), so SF 0 and U_max reads 45 %: i2 alone looks
+    # enough for 33 %. Carrying it, i2 shows the neighbour (U_max 28 %): the trial fails and
+    # i1 takes load again, and the next try waits twice as long.
+    p = policy(tmp_path, 2, wait_intervals=1)
+    before = [obs(0, "i1", 28.0, 48.0), obs(0, "i2", 5.0, 39.0)]
+    p.decide(at(10, *before))
+    d = p.decide(at(20, *before))
+    assert p.trial_ == ("i1",) and removes(d) == []
+    rows = instance_rows(d.detail)
+    assert rows["i1"]["u_max_pct"] == pytest.approx(sb.capacity(20.0, TARGET_S), abs=0.2)
+    assert rows["i2"]["u_max_pct"] == pytest.approx(CAP0, abs=0.2)
+    after = [obs(0, "i1", 0.0, 20.0), obs(0, "i2", 33.0, 67.0)]
+    for t in (30, 40, 50):  # median of the last 3 probe samples: the second new one shows it
+        d = p.decide(at(t, *after))
+        assert removes(d) == [] and adds(d) == []
+    assert p.trial_ == () and p.trial_failures_ == 1
+    assert "trial failed, i1 back in; next try after 4 interval(s)" in d.reason
+    w = {a.instance_id: a.weight for a in d.actions if isinstance(a, SetWeight)}
+    assert w["i1"] > 0
 
 
 # -- fleet -----------------------------------------------------------------------------------

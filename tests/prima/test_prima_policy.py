@@ -90,7 +90,7 @@ def test_weights_follow_capacity_under_interference(tmp_path: Path) -> None:
 
 
 def test_scale_in_keeps_the_highest_capacities(tmp_path: Path) -> None:
-    p = policy(tmp_path, {"i1": "h1", "i2": "h2", "i3": "h3"})
+    p = policy(tmp_path, {"i1": "h1", "i2": "h2", "i3": "h3"}, scale_in_trial_intervals=0)
     # 30 % of load in all; i1 alone can carry 31 %, so two instances go — after W more intervals.
     s = snap(obs("i1", 10.0, 10.0), obs("i2", 10.0, 55.0), obs("i3", 10.0, 70.0))
     assert not any(isinstance(a, RemoveInstance) for a in p.decide(s).actions)
@@ -102,7 +102,13 @@ def test_scale_in_keeps_the_highest_capacities(tmp_path: Path) -> None:
 
 
 def test_safety_instances_keep_extra(tmp_path: Path) -> None:
-    p = policy(tmp_path, {"i1": "h1", "i2": "h2", "i3": "h3"}, safety_instances=1, wait_intervals=0)
+    p = policy(
+        tmp_path,
+        {"i1": "h1", "i2": "h2", "i3": "h3"},
+        safety_instances=1,
+        wait_intervals=0,
+        scale_in_trial_intervals=0,
+    )
     s = snap(obs("i1", 10.0, 10.0), obs("i2", 10.0, 55.0), obs("i3", 10.0, 70.0))
     removed = [a.instance_id for a in p.decide(s).actions if isinstance(a, RemoveInstance)]
     assert removed == ["i3"]

@@ -3,12 +3,15 @@
 Each interval: SF per instance (the median of its last ``sf_window`` probe samples); effective
 capacity U_max per instance from the models; total load U. Capacity on its way (instances
 requested or serving but without an SF yet) counts as an interference-free instance's U_max
-each. When U exceeds ΣU_max plus that for ``wait_intervals`` + 1 intervals, add
-ceil(shortfall / U_max of an interference-free instance) instances at once; their real capacity
-replaces the estimate once their probe reports, and a further shortfall adds more. When the K
-highest-capacity instances carry U with ``scale_in_headroom`` to spare (plus
-``safety_instances``) for ``scale_in_wait_intervals`` + 1 intervals and nothing is on its way,
-remove the rest. Every interval, weight the serving instances in proportion to their capacities.
+each. When U exceeds ΣU_max plus that now and in W + 1 of the last 2W + 1 intervals
+(W = ``wait_intervals``: a steady shortfall acts after W + 1 intervals, as in the paper, and one
+that noise interrupts still does), add ceil(shortfall / U_max of an interference-free instance)
+instances at once; their real capacity replaces the estimate once their probe reports, and a
+further shortfall adds more. When the K highest-capacity instances carry U with
+``scale_in_headroom`` to spare (plus ``safety_instances``) in the same way for
+``scale_in_wait_intervals`` and nothing is on its way, the rest go on trial at weight 0 and are
+removed if the K still carry U at their new loads (see ``scale_in_trial_intervals``). Every
+interval, weight the serving instances in proportion to their capacities.
 
 Calibration: when an instance's predicted response time at its new share is within ±δ of R_th,
 its measured response time is watched; while it is above the prediction, the SF that RTM needs
@@ -18,8 +21,9 @@ to explain it replaces the probe's (when higher), which lowers the instance's ca
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Mapping
-from typing import Annotated
+from typing import Annotated, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -44,18 +48,32 @@ class PrimaParams(BaseModel):
     workload: str | None = None
     """If set, the bundle must have been built for this workload."""
     wait_intervals: Annotated[int, Field(ge=0, le=100)] = 1
-    """W: further intervals a shortfall must persist before scaling out."""
+    """W: scale out when a shortfall shows now and in W + 1 of the last 2W + 1 intervals (a
+    steady one after W further intervals; one that noise interrupts is not reset by it)."""
     scale_in_wait_intervals: Annotated[int, Field(ge=0, le=100)] | None = None
     """Same for scale-in (default: ``wait_intervals``)."""
     scale_in_headroom: Annotated[float, Field(ge=0, le=10)] = 0.10
     """Scale in only to instances whose capacities exceed U × (1 + this): the band between
     scaling out (U > ΣU_max) and in keeps the controller from flapping."""
+    scale_in_trial_intervals: Annotated[int, Field(ge=0, le=100)] | None = None
+    """Before removing instances, let the ones to be kept carry the load for this many
+    intervals (the others stay up at weight 0), and remove only if the kept ones' capacities,
+    read at their new loads, still carry it; else restore the weights and wait twice as long
+    before trying again. An instance with little load cannot show a neighbour below the IM's
+    knee; a trial shows it before anything is lost. 0: remove at once, as the paper does.
+    Default: ``sf_window`` + 1 (the probe samples that read the new load)."""
     safety_instances: Annotated[int, Field(ge=0, le=1000)] = 0
+    """Extra instances kept beyond what the load needs (the paper's factor of safety)."""
     safety_factor: Annotated[float, Field(ge=0, le=10)] = 0.0
     """Plan capacity for U × (1 + this): spare capacity in proportion to the load, so an
     instance's share stays this much below its U_max and the interval-to-interval swings of
     its load and response time stay under R_th (the paper's factor of safety, relative)."""
-    """Extra instances kept beyond what the load needs (the paper's factor of safety)."""
+    overload_split: Literal["capacity", "equal_rt"] = "capacity"
+    """How to weight instances whose capacities do not carry the load (before new ones
+    arrive, or when the fleet cannot grow): ``capacity``, in proportion to the capacities as
+    at any other time (the paper; each instance exceeds its U_max by the same factor, and one
+    without capacity gets nothing); ``equal_rt``, the split that gives every instance the same
+    predicted response time (the worst instance suffers least, but more of them miss R_th)."""
     sf_window: Annotated[int, Field(ge=1, le=100)] = 3
     """SF of an instance: median of its last this many probe samples (1: the last sample)."""
     calibrate: bool = True
@@ -82,10 +100,21 @@ class PrimaPolicy:
         """The probe's SF of each instance when its SF was revised."""
         self.watch_: set[str] = set()
         self._initial = frozenset(ctx.initial_instances)
-        self._shortfall_runs = 0
-        self._excess_runs = 0
         wait_in = params.scale_in_wait_intervals
         self._wait_in = params.wait_intervals if wait_in is None else wait_in
+        self._short_votes: deque[bool] = deque(maxlen=2 * params.wait_intervals + 1)
+        """Whether each of the last 2W + 1 intervals was short of capacity."""
+        self._excess_votes: deque[bool] = deque(
+            maxlen=2 * (self._wait_in + 1) * (1 << MAX_TRIAL_BACKOFF) + 1
+        )
+        trial = params.scale_in_trial_intervals
+        self._trial_len = params.sf_window + 1 if trial is None else trial
+        self.trial_: tuple[str, ...] = ()
+        """Instances at weight 0 while the others try to carry the load without them."""
+        self._trial_runs = 0
+        self._trial_short_runs = 0
+        self.trial_failures_ = 0
+        """Failed trials since the last removal or scale-out (each doubles the wait)."""
 
     @classmethod
     def build(cls, params: dict[str, float | int | str | bool], ctx: PolicyContext) -> PrimaPolicy:
@@ -190,19 +219,25 @@ class PrimaPolicy:
         )
         if coming:
             state += f" + {len(coming)} on the way at {self.new_capacity_pct:.1f}% each"
-        self._shortfall_runs = self._shortfall_runs + 1 if shortfall else 0
+        self._short_votes.append(shortfall)
+        short_runs = sum(self._short_votes) if shortfall else 0
+        if self.trial_:
+            serving = set(ids)
+            self.trial_ = tuple(i for i in self.trial_ if i in serving)
         if shortfall:
-            self._excess_runs = 0
-            weights = self._weights(ids, u_max.value)
-            if self._shortfall_runs <= self.params.wait_intervals:
+            self._excess_votes.append(False)
+            if self.trial_:  # even with the instances on trial back there is too little
+                self._end_trial(failed=True)
+            weights = self._weights(ids, u_max.value, u_int.value, total_u)
+            weighting = self._weighting(u_max.value, total_u)
+            if short_runs <= self.params.wait_intervals:
                 return Decision(
                     weights,
                     reason=f"{state}: waiting "
-                    f"({self._shortfall_runs}/{self.params.wait_intervals + 1}); "
-                    "weights ∝ capacity",
+                    f"({short_runs}/{self.params.wait_intervals + 1}); {weighting}",
                     detail=detail,
                 )
-            return self._scale_out(total_u, planned, state, weights, detail)
+            return self._scale_out(total_u, planned, state, weights, weighting, detail)
         return self._distribute(ids, total_u, u_max.value, u_int.value, coming, state, detail)
 
     def _scale_out(
@@ -211,6 +246,7 @@ class PrimaPolicy:
         planned: float,
         state: str,
         weights: tuple[SetWeight, ...],
+        weighting: str,
         detail: dict[str, object],
     ) -> Decision:
         demand = total_u * (1.0 + self.params.safety_factor)
@@ -220,17 +256,18 @@ class PrimaPolicy:
         if not adds:
             return Decision(
                 weights,
-                reason=f"{state} and the fleet cannot grow: weights ∝ capacity",
+                reason=f"{state} and the fleet cannot grow: {weighting}",
                 detail=detail,
             )
-        self._shortfall_runs = 0
+        self._short_votes.clear()
+        self.trial_failures_ = 0
         names = ", ".join(f"{a.instance_id} on {a.host}" for a in adds[:5])
         more = f" and {len(adds) - 5} more" if len(adds) > 5 else ""
         short = f"; {need - len(adds)} more wanted, the fleet is full" if len(adds) < need else ""
         return Decision(
             (*weights, *adds),
             reason=f"{state}: short by {demand - planned:.1f}%, scale out with {len(adds)} "
-            f"instance(s) ({names}{more}){short}; weights ∝ capacity meanwhile",
+            f"instance(s) ({names}{more}){short}; {weighting} meanwhile",
             detail=detail,
         )
 
@@ -244,51 +281,184 @@ class PrimaPolicy:
         state: str,
         detail: dict[str, object],
     ) -> Decision:
+        if self.trial_:
+            return self._continue_trial(ids, total_u, u_max, u_int, state, detail)
         order = np.argsort(-u_max, kind="stable")
         cum = np.cumsum(u_max[order])
         need = total_u * (1.0 + self.params.safety_factor) * (1.0 + self.params.scale_in_headroom)
         k = int(np.searchsorted(cum, need, side="left")) + 1
         k = min(len(ids), max(k + self.params.safety_instances, self.fleet_.min_instances))
-        excess = k < len(ids) and not coming
-        self._excess_runs = self._excess_runs + 1 if excess else 0
-        if excess and self._excess_runs > self._wait_in:
-            keep_idx = order[:k]
-            drop = [ids[j] for j in order[k:].tolist()]
-        else:
-            keep_idx, drop = np.arange(len(ids)), []
-        keep = [ids[j] for j in keep_idx.tolist()] if drop else ids
-        actions: list[Action] = list(self._weights(keep, u_max[keep_idx]))
+        excess = k < len(ids) and not coming and self.fleet_.can_remove()
+        self._excess_votes.append(excess)
+        wait = self._scale_in_wait()
+        excess_runs = sum(list(self._excess_votes)[-(2 * wait + 1) :]) if excess else 0
+        weighting = self._weighting(u_max, total_u)
+        if not (excess and excess_runs > wait):
+            detail["kept"] = ids
+            detail["removed"] = []
+            self._watch(ids, total_u, u_max, u_int)
+            weights = self._weights(ids, u_max, u_int, total_u)
+            if excess:
+                return Decision(
+                    weights,
+                    reason=f"{state}: {k} instance(s) would do, waiting "
+                    f"({excess_runs}/{wait + 1}); {weighting}",
+                    detail=detail,
+                )
+            return Decision(weights, reason=f"{state}: {weighting}", detail=detail)
+        self._excess_votes.clear()
+        drop = [ids[j] for j in order[k:].tolist()]
+        if self._trial_len == 0:
+            return self._remove(ids, total_u, u_max, u_int, drop, detail)
+        self.trial_ = tuple(drop)
+        self._trial_runs = self._trial_short_runs = 0
+        keep_mask = np.isin(np.arange(len(ids)), order[k:], invert=True)
+        keep = [i for i, m in zip(ids, keep_mask.tolist(), strict=True) if m]
+        cap_keep = float(u_max[keep_mask].sum())
+        detail["kept"] = keep
+        detail["removed"] = []
+        detail["on_trial"] = list(self.trial_)
+        self._watch(keep, total_u, u_max[keep_mask], u_int[keep_mask])
+        return Decision(
+            self._trial_weights(ids, keep_mask, u_max, u_int, total_u),
+            reason=f"{state}: {k} instance(s) with ΣU_max={cap_keep:.1f}% would do: "
+            f"trying them without {_names(drop)} (weight 0) for {self._trial_len} "
+            "interval(s) before removing",
+            detail=detail,
+        )
+
+    def _continue_trial(
+        self,
+        ids: list[str],
+        total_u: float,
+        u_max: FloatArray,
+        u_int: FloatArray,
+        state: str,
+        detail: dict[str, object],
+    ) -> Decision:
+        """One interval of a scale-in trial: remove the instances on trial once the kept ones
+        have carried the load for the trial's length; restore them if the kept ones' capacities
+        fall short for longer than ``wait_intervals``."""
+        on_trial = set(self.trial_)
+        keep_mask = np.fromiter((i not in on_trial for i in ids), dtype=bool, count=len(ids))
+        keep = [i for i, m in zip(ids, keep_mask.tolist(), strict=True) if m]
+        cap_keep = float(u_max[keep_mask].sum())
+        demand = total_u * (1.0 + self.params.safety_factor)
+        short = demand > cap_keep
+        self._trial_runs += 1
+        self._trial_short_runs = self._trial_short_runs + 1 if short else 0
+        detail["on_trial"] = list(self.trial_)
+        kept = f"ΣU_max={cap_keep:.1f}% of the {len(keep)} kept"
+        if self._trial_short_runs > self.params.wait_intervals:
+            drop = list(self.trial_)
+            self._end_trial(failed=True)
+            detail["kept"] = ids
+            detail["removed"] = []
+            self._watch(ids, total_u, u_max, u_int)
+            return Decision(
+                self._weights(ids, u_max, u_int, total_u),
+                reason=f"{state}; {kept} fell short of U={total_u:.1f}%: trial failed, "
+                f"{_names(drop)} back in; next try after {self._scale_in_wait() + 1} "
+                f"interval(s) over; {self._weighting(u_max, total_u)}",
+                detail=detail,
+            )
+        if self._trial_runs >= self._trial_len and not short:
+            drop = list(self.trial_)
+            self.trial_ = ()
+            return self._remove(ids, total_u, u_max, u_int, drop, detail)
+        detail["kept"] = keep
+        detail["removed"] = []
+        self._watch(keep, total_u, u_max[keep_mask], u_int[keep_mask])
+        return Decision(
+            self._trial_weights(ids, keep_mask, u_max, u_int, total_u),
+            reason=f"{state}; trying {len(keep)} instance(s) without {_names(list(on_trial))} "
+            f"({self._trial_runs}/{self._trial_len}): {kept} "
+            f"{'fall short of' if short else 'carry'} U={total_u:.1f}%",
+            detail=detail,
+        )
+
+    def _end_trial(self, failed: bool) -> None:
+        self.trial_ = ()
+        self._excess_votes.clear()
+        self._trial_runs = self._trial_short_runs = 0
+        if failed:
+            self.trial_failures_ = min(self.trial_failures_ + 1, MAX_TRIAL_BACKOFF)
+
+    def _scale_in_wait(self) -> int:
+        """Further intervals an excess must persist before scale-in (doubled per failed trial)."""
+        return (self._wait_in + 1) * (1 << self.trial_failures_) - 1
+
+    def _remove(
+        self,
+        ids: list[str],
+        total_u: float,
+        u_max: FloatArray,
+        u_int: FloatArray,
+        drop: list[str],
+        detail: dict[str, object],
+    ) -> Decision:
+        gone = set(drop)
+        keep_mask = np.fromiter((i not in gone for i in ids), dtype=bool, count=len(ids))
+        keep = [i for i, m in zip(ids, keep_mask.tolist(), strict=True) if m]
+        actions: list[Action] = list(
+            self._weights(keep, u_max[keep_mask], u_int[keep_mask], total_u)
+        )
         removed = []
         for iid in drop:
             if self.fleet_.can_remove():
                 actions.append(SetWeight(iid, 0))
                 actions.append(self.fleet_.remove(iid))
                 removed.append(iid)
-        cap_keep = float(u_max[keep_idx].sum())
+        self.trial_failures_ = 0
+        cap_keep = float(u_max[keep_mask].sum())
         detail["kept"] = keep
         detail["removed"] = removed
-        self._watch(keep, total_u, u_max[keep_idx], u_int[keep_idx])
-        if removed:
-            self._excess_runs = 0
-            shown = ", ".join(removed[:5]) + (
-                f" and {len(removed) - 5} more" if len(removed) > 5 else ""
-            )
-            reason = (
-                f"{len(keep)} instance(s) with ΣU_max={cap_keep:.1f}% carry U={total_u:.1f}% "
-                f"with {self.params.scale_in_headroom:.0%} to spare: scale in, removing "
-                f"{len(removed)} ({shown}); weights ∝ capacity"
-            )
-        elif excess:
-            reason = (
-                f"{state}: {k} instance(s) would do, waiting "
-                f"({self._excess_runs}/{self._wait_in + 1}); weights ∝ capacity"
-            )
-        else:
-            reason = f"{state}: weights ∝ capacity"
-        return Decision(tuple(actions), reason=reason, detail=detail)
+        self._watch(keep, total_u, u_max[keep_mask], u_int[keep_mask])
+        return Decision(
+            tuple(actions),
+            reason=f"{len(keep)} instance(s) with ΣU_max={cap_keep:.1f}% carry U={total_u:.1f}% "
+            f"with {self.params.scale_in_headroom:.0%} to spare: scale in, removing "
+            f"{len(removed)} ({_names(removed)}); {self._weighting(u_max[keep_mask], total_u)}",
+            detail=detail,
+        )
 
-    def _weights(self, ids: list[str], u_max: FloatArray) -> tuple[SetWeight, ...]:
-        shares = u_max if float(u_max.max(initial=0.0)) > 0 else np.ones(len(ids))
+    def _weighting(self, u_max: FloatArray, total_u: float) -> str:
+        if self.params.overload_split == "equal_rt" and float(u_max.sum()) < total_u:
+            return "weights for equal predicted RT (capacities short of the load)"
+        return "weights ∝ capacity"
+
+    def _shares(self, u_max: FloatArray, u_int: FloatArray, total_u: float) -> FloatArray:
+        """Each instance's share of the load: in proportion to its capacity (the paper), or,
+        with ``overload_split: equal_rt`` while the capacities do not carry the load, the
+        split for equal predicted response times."""
+        if (
+            self.params.overload_split == "equal_rt"
+            and float(u_max.sum()) < total_u
+            and u_max.size > 1
+        ):
+            return self.capacity_.equal_rt_split(total_u, u_int)
+        return u_max
+
+    def _weights(
+        self, ids: list[str], u_max: FloatArray, u_int: FloatArray, total_u: float
+    ) -> tuple[SetWeight, ...]:
+        shares = self._shares(u_max, u_int, total_u)
+        if float(shares.max(initial=0.0)) <= 0:
+            shares = np.ones(len(ids))
+        return self.fleet_.reweight_many(ids, proportional_array(shares))
+
+    def _trial_weights(
+        self,
+        ids: list[str],
+        keep_mask: NDArray[np.bool_],
+        u_max: FloatArray,
+        u_int: FloatArray,
+        total_u: float,
+    ) -> tuple[SetWeight, ...]:
+        """Weights of the kept instances as if they were all; 0 for those on trial."""
+        shares = np.zeros(len(ids))
+        kept = self._shares(u_max[keep_mask], u_int[keep_mask], total_u)
+        shares[keep_mask] = kept if float(kept.max(initial=0.0)) > 0 else 1.0
         return self.fleet_.reweight_many(ids, proportional_array(shares))
 
     # -- calibration (Section IV) --------------------------------------------------------------
@@ -348,6 +518,15 @@ class PrimaPolicy:
             if name not in now or now[name] < then - max(0.1, 0.5 * then):
                 del self.calibrated_sf_[name]
                 self.calibrated_at_sf_.pop(name, None)
+
+
+MAX_TRIAL_BACKOFF = 4
+"""Failed scale-in trials double the wait up to 2**this times."""
+
+
+def _names(ids: list[str], shown: int = 5) -> str:
+    more = f" and {len(ids) - shown} more" if len(ids) > shown else ""
+    return ", ".join(ids[:shown]) + more
 
 
 def _nan_to_none(a: FloatArray) -> list[float | None]:
