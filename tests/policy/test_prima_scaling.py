@@ -207,9 +207,20 @@ def test_scale_in_tries_the_kept_instances_before_removing(tmp_path: Path) -> No
     assert "trying them without i3 (weight 0) for 4 interval(s)" in d.reason
     for t in (20, 30, 40):  # i1 and i2 carry 21 % each: no neighbour shows
         d = p.decide(at(t, obs(t, "i1", 21.0, 21.0), obs(t, "i2", 21.0, 21.0), obs(t, "i3", 0, 0)))
-        assert removes(d) == [] and "carry U=42.0%" in d.reason
+        assert removes(d) == [] and "carry their U=42.0%" in d.reason
     d = p.decide(at(50, obs(50, "i1", 21.0, 21.0), obs(50, "i2", 21.0, 21.0), obs(50, "i3", 0, 0)))
     assert removes(d) == ["i3"] and "scale in" in d.reason and p.trial_ == ()
+
+
+def test_a_trial_counts_the_kept_instances_own_load(tmp_path: Path) -> None:
+    # Two instances at 20 % each: one would do (44 % ≤ 45 %). On trial i2 still shows 4 % (its
+    # probe, which leaves with it): U = 46 % exceeds i1's 45 %, but i1's own 42 % does not.
+    p = policy(tmp_path, 2, wait_intervals=0)
+    p.decide(at(10, obs(10, "i1", 20.0, 20.0), obs(10, "i2", 20.0, 20.0)))
+    assert p.trial_ == ("i2",)
+    for t in (20, 30, 40, 50):
+        d = p.decide(at(t, obs(t, "i1", 42.0, 42.0), obs(t, "i2", 4.0, 4.0)))
+    assert removes(d) == ["i2"]
 
 
 def test_a_neighbour_hidden_below_the_knee_fails_the_trial(tmp_path: Path) -> None:

@@ -238,7 +238,7 @@ class PrimaPolicy:
                     detail=detail,
                 )
             return self._scale_out(total_u, planned, state, weights, weighting, detail)
-        return self._distribute(ids, total_u, u_max.value, u_int.value, coming, state, detail)
+        return self._distribute(ids, total_u, util, u_max.value, u_int.value, coming, state, detail)
 
     def _scale_out(
         self,
@@ -275,6 +275,7 @@ class PrimaPolicy:
         self,
         ids: list[str],
         total_u: float,
+        util: FloatArray,
         u_max: FloatArray,
         u_int: FloatArray,
         coming: list[str],
@@ -282,7 +283,7 @@ class PrimaPolicy:
         detail: dict[str, object],
     ) -> Decision:
         if self.trial_:
-            return self._continue_trial(ids, total_u, u_max, u_int, state, detail)
+            return self._continue_trial(ids, total_u, util, u_max, u_int, state, detail)
         order = np.argsort(-u_max, kind="stable")
         cum = np.cumsum(u_max[order])
         need = total_u * (1.0 + self.params.safety_factor) * (1.0 + self.params.scale_in_headroom)
@@ -331,6 +332,7 @@ class PrimaPolicy:
         self,
         ids: list[str],
         total_u: float,
+        util: FloatArray,
         u_max: FloatArray,
         u_int: FloatArray,
         state: str,
@@ -338,12 +340,15 @@ class PrimaPolicy:
     ) -> Decision:
         """One interval of a scale-in trial: remove the instances on trial once the kept ones
         have carried the load for the trial's length; restore them if the kept ones' capacities
-        fall short for longer than ``wait_intervals``."""
+        fall short for longer than ``wait_intervals``. The load to carry is the kept ones' own:
+        what still shows on the instances on trial is their probe, which leaves with them, and
+        the tail of their last requests."""
         on_trial = set(self.trial_)
         keep_mask = np.fromiter((i not in on_trial for i in ids), dtype=bool, count=len(ids))
         keep = [i for i, m in zip(ids, keep_mask.tolist(), strict=True) if m]
         cap_keep = float(u_max[keep_mask].sum())
-        demand = total_u * (1.0 + self.params.safety_factor)
+        kept_u = float(util[keep_mask].sum())
+        demand = kept_u * (1.0 + self.params.safety_factor)
         short = demand > cap_keep
         self._trial_runs += 1
         self._trial_short_runs = self._trial_short_runs + 1 if short else 0
@@ -357,7 +362,7 @@ class PrimaPolicy:
             self._watch(ids, total_u, u_max, u_int)
             return Decision(
                 self._weights(ids, u_max, u_int, total_u),
-                reason=f"{state}; {kept} fell short of U={total_u:.1f}%: trial failed, "
+                reason=f"{state}; {kept} fell short of their U={kept_u:.1f}%: trial failed, "
                 f"{_names(drop)} back in; next try after {self._scale_in_wait() + 1} "
                 f"interval(s) over; {self._weighting(u_max, total_u)}",
                 detail=detail,
@@ -373,7 +378,7 @@ class PrimaPolicy:
             self._trial_weights(ids, keep_mask, u_max, u_int, total_u),
             reason=f"{state}; trying {len(keep)} instance(s) without {_names(list(on_trial))} "
             f"({self._trial_runs}/{self._trial_len}): {kept} "
-            f"{'fall short of' if short else 'carry'} U={total_u:.1f}%",
+            f"{'fall short of' if short else 'carry'} their U={kept_u:.1f}%",
             detail=detail,
         )
 
