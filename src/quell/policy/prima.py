@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Annotated, Literal
 
 import numpy as np
@@ -238,7 +239,8 @@ class PrimaPolicy:
                     detail=detail,
                 )
             return self._scale_out(total_u, planned, state, weights, weighting, detail)
-        return self._distribute(ids, total_u, util, u_max.value, u_int.value, coming, state, detail)
+        now = _Interval(ids, total_u, util, u_max.value, u_int.value, state, detail)
+        return self._distribute(now, coming)
 
     def _scale_out(
         self,
@@ -271,19 +273,11 @@ class PrimaPolicy:
             detail=detail,
         )
 
-    def _distribute(
-        self,
-        ids: list[str],
-        total_u: float,
-        util: FloatArray,
-        u_max: FloatArray,
-        u_int: FloatArray,
-        coming: list[str],
-        state: str,
-        detail: dict[str, object],
-    ) -> Decision:
+    def _distribute(self, now: _Interval, coming: list[str]) -> Decision:
         if self.trial_:
-            return self._continue_trial(ids, total_u, util, u_max, u_int, state, detail)
+            return self._continue_trial(now)
+        ids, total_u, u_max, u_int = now.ids, now.total_u, now.u_max, now.u_int
+        state, detail = now.state, now.detail
         order = np.argsort(-u_max, kind="stable")
         cum = np.cumsum(u_max[order])
         need = total_u * (1.0 + self.params.safety_factor) * (1.0 + self.params.scale_in_headroom)
@@ -328,21 +322,14 @@ class PrimaPolicy:
             detail=detail,
         )
 
-    def _continue_trial(
-        self,
-        ids: list[str],
-        total_u: float,
-        util: FloatArray,
-        u_max: FloatArray,
-        u_int: FloatArray,
-        state: str,
-        detail: dict[str, object],
-    ) -> Decision:
+    def _continue_trial(self, now: _Interval) -> Decision:
         """One interval of a scale-in trial: remove the instances on trial once the kept ones
         have carried the load for the trial's length; restore them if the kept ones' capacities
         fall short for longer than ``wait_intervals``. The load to carry is the kept ones' own:
         what still shows on the instances on trial is their probe, which leaves with them, and
         the tail of their last requests."""
+        ids, total_u, util, u_max, u_int = now.ids, now.total_u, now.util, now.u_max, now.u_int
+        state, detail = now.state, now.detail
         on_trial = set(self.trial_)
         keep_mask = np.fromiter((i not in on_trial for i in ids), dtype=bool, count=len(ids))
         keep = [i for i, m in zip(ids, keep_mask.tolist(), strict=True) if m]
@@ -523,6 +510,19 @@ class PrimaPolicy:
             if name not in now or now[name] < then - max(0.1, 0.5 * then):
                 del self.calibrated_sf_[name]
                 self.calibrated_at_sf_.pop(name, None)
+
+
+@dataclass(frozen=True)
+class _Interval:
+    """What one decision sees of the serving instances (arrays in the order of ``ids``)."""
+
+    ids: list[str]
+    total_u: float
+    util: FloatArray
+    u_max: FloatArray
+    u_int: FloatArray
+    state: str
+    detail: dict[str, object]
 
 
 MAX_TRIAL_BACKOFF = 4
