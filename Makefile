@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 SYSTEM_PACKAGES := haproxy lighttpd nginx apache2 php8.2-fpm httperf wrk stress-ng iperf3 fio \
 	sysstat iproute2 procps psmisc util-linux
 
-.PHONY: install system python demo test lint typecheck unit bench clean
+.PHONY: install system python demo test lint typecheck unit bench results clean
 install: system python
 
 system:
@@ -45,6 +45,11 @@ test: install lint typecheck unit
 
 bench: install
 	$(PY) bench/run.py
+
+# docs/results/prima.md from the measured files in docs/results/data and the last bench.
+results: python
+	$(VENV)/bin/quell prima results --data docs/results/data --bench bench/results/prima.json \
+	  --out docs/results/prima.md
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .mypy_cache .ruff_cache .pytest_cache

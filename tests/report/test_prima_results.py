@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from quell.report.prima_results import validation_section
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from quell.cli import app
+from quell.errors import InputError
+from quell.report.prima_results import data_files, render, validation_section
 
 
 def test_validation_section_reports_both_directions_of_the_im() -> None:
@@ -30,3 +38,146 @@ def test_validation_section_reports_both_directions_of_the_im() -> None:
     assert "RTM mean absolute error **8.9 %**" in text
     assert "**33.2 %** over the 1 points" in text and "**4.9 %** read the other way" in text
     assert "| 18.7 | 0.15 | 14.02 | 12.91 | 7.9 | 40.0 | 0.19 | 38.6 |" in text
+
+
+# -- the page from a directory of result files (quell prima results --data) ------------------
+def _lab(scenario: str, rt_ms: dict[str, dict[str, float]]) -> dict[str, object]:
+    """A ``lab compare --json`` document: policy → instance → settled mean RT in one phase."""
+    return {
+        "scenario": scenario,
+        "target_rt_s": 0.013,
+        "settle_s": 4.0,
+        "policies": {
+            name: {
+                "run_dir": f"runs/{name}",
+                "phases": [
+                    {
+                        "phase": "noisy_h2",
+                        "settled_from_s": 19.0,
+                        "end_s": 60.0,
+                        "mean_rt_s": {i: v / 1e3 for i, v in per.items()},
+                        "worst_mean_rt_s": max(per.values()) / 1e3,
+                        "meets_target": max(per.values()) <= 13.0,
+                    }
+                ],
+                "scaling_actions": 0,
+                "errors": 0,
+            }
+            for name, per in rt_ms.items()
+        },
+    }
+
+
+def _sim(scenario: str, slo_pct: float) -> dict[str, object]:
+    row = {
+        "policy": "prima",
+        "slo_pct": slo_pct,
+        "mean_rt_ms": 10.86,
+        "p95_rt_ms": 21.21,
+        "instance_seconds": 222,
+        "oracle_instance_seconds": 138,
+        "scaling_actions": 14,
+    }
+    return {"scenario": scenario, "target_rt_s": 0.014, "settle_s": 7.0, "policies": [row]}
+
+
+def _write(directory: Path, name: str, doc: object) -> Path:
+    path = directory / name
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def _data_dir(tmp_path: Path) -> Path:
+    data = tmp_path / "data"
+    data.mkdir()
+    _write(
+        data, "table7-exp-lab-comparison.json", _lab("prima-table7-exp", {"prima": {"i1": 17.62}})
+    )
+    _write(
+        data,
+        "table3-5-lab-comparison.json",
+        _lab(
+            "prima-table3-5", {"prima": {"i1": 11.94, "i2": 10.31}, "rr": {"i1": 9.2, "i2": 13.47}}
+        ),
+    )
+    _write(data, "table10-lab-comparison.json", _lab("prima-table10", {"prima": {"i1": 12.0}}))
+    _write(data, "sim-table10-comparison.json", _sim("prima-sim-table10", 99.07))
+    _write(data, "sim-table8-comparison.json", _sim("prima-sim-table8", 95.3))
+    _write(data, "demo-sim-comparison.json", _sim("prima-demo", 98.39))
+    v = {
+        "points": 10,
+        "rtm_mape_pct": 8.878,
+        "im_sf_mape_pct": 33.16,
+        "im_total_mape_pct": 4.93,
+        "im_sf_points": 9,
+        "clamped_points": 0,
+        "rows": [],
+    }
+    _write(data, "file-100k-lab.validation.json", v)
+    return data
+
+
+def test_data_files_finds_each_kind_in_natural_name_order(tmp_path: Path) -> None:
+    data = _data_dir(tmp_path)
+    found = data_files(data)
+    assert [p.name for p in found.validation] == ["file-100k-lab.validation.json"]
+    assert [p.name for p in found.lab] == [
+        "table3-5-lab-comparison.json",
+        "table7-exp-lab-comparison.json",
+        "table10-lab-comparison.json",
+    ]
+    assert [p.name for p in found.sim] == [
+        "demo-sim-comparison.json",
+        "sim-table8-comparison.json",
+        "sim-table10-comparison.json",
+    ]
+
+
+def test_results_page_from_a_data_directory_shows_every_source_and_its_figures(
+    tmp_path: Path,
+) -> None:
+    data = _data_dir(tmp_path)
+    bench = _write(
+        tmp_path,
+        "prima.json",
+        {
+            "instances": 10000,
+            "prima_decision_ms_median": 21.11,
+            "goal_ms": 20.0,
+            "ratio_prima_over_rr": 1.9,
+        },
+    )
+    out = tmp_path / "prima.md"
+    result = CliRunner().invoke(
+        app, ["prima", "results", "--data", str(data), "--bench", str(bench), "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    text = out.read_text()
+    for p in sorted(data.iterdir()):
+        assert f"Source: `{p}`" in text
+    assert "RTM mean absolute error **8.9 %**" in text
+    # Table III: round robin leaves i2 above R_th = 13 ms, PRIMA keeps both under it.
+    assert "| prima | 11.9 | 0 | 0 |" in text and "| rr | **13.5** | 0 | 0 |" in text
+    assert "| prima | i1 11.9, i2 10.3 |" in text and "| rr | i1 9.2, i2 13.5 |" in text
+    assert "| prima | 99.07 | 10.86 | 21.21 | 222 | 138 | 14 |" in text
+    assert "| prima | 95.30 |" in text and "| prima | 98.39 |" in text
+    assert "10000 instances: median 21.11 ms per decision (goal ≤ 20.0 ms), 1.9×" in text
+    order = [text.index(f"Lab: prima-{n}\n") for n in ("table3-5", "table7-exp", "table10")]
+    assert order == sorted(order)
+    sims = [text.index(f"Simulator: prima-{n}\n") for n in ("demo", "sim-table8", "sim-table10")]
+    assert sims == sorted(sims) and order[-1] < sims[0]
+
+
+def test_results_page_names_a_file_it_does_not_know(tmp_path: Path) -> None:
+    data = _data_dir(tmp_path)
+    _write(data, "notes.json", {})
+    with pytest.raises(InputError, match=r"notes\.json: not a result file name"):
+        data_files(data)
+
+
+def test_results_page_refuses_a_sim_comparison_named_as_a_lab_one(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    _write(data, "x-lab-comparison.json", _sim("prima-x", 90.0))
+    with pytest.raises(InputError, match="not a `lab compare` comparison"):
+        render([], data_files(data).lab, [])

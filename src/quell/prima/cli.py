@@ -203,8 +203,18 @@ def show(bundle_path: Annotated[Path, typer.Argument(help="Model bundle.")]) -> 
 @prima_app.command("results")
 def results(
     out: Annotated[Path, typer.Option("--out", help="Markdown file to write.")],
+    data: Annotated[
+        Path | None,
+        typer.Option(
+            "--data",
+            help="Directory of result files: *.validation.json, *-lab-comparison.json, "
+            "*-sim-comparison.json and sim-*-comparison.json, each kind in name order.",
+            file_okay=False,
+        ),
+    ] = None,
     validation: Annotated[
-        Path | None, typer.Option("--validation", help="validation.json of `prima validate`.")
+        list[Path] | None,
+        typer.Option("--validation", help="validation.json of `prima validate`."),
     ] = None,
     lab: Annotated[
         list[Path] | None, typer.Option("--lab", help="comparison.json of `lab compare`.")
@@ -214,11 +224,18 @@ def results(
     ] = None,
     bench: Annotated[Path | None, typer.Option("--bench", help="bench/results/prima.json.")] = None,
 ) -> None:
-    """Write the results page (docs/results/prima.md) from measured runs."""
+    """Write the results page (docs/results/prima.md) from measured runs: those in --data,
+    then those named one by one."""
     from quell.cli import err_console
-    from quell.report.prima_results import render
+    from quell.report.prima_results import ResultFiles, data_files, render
 
-    text = render(validation, lab or [], sim or [], bench)
+    files = data_files(data) if data is not None else ResultFiles()
+    text = render(
+        list(dict.fromkeys([*files.validation, *(validation or [])])),
+        list(dict.fromkeys([*files.lab, *(lab or [])])),
+        list(dict.fromkeys([*files.sim, *(sim or [])])),
+        bench,
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
     err_console.print(f"written {out}")

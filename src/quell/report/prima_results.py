@@ -1,14 +1,67 @@
 """``docs/results/prima.md`` from measured runs: the model validation (Table II), lab
 comparisons (``lab compare``) and simulator comparisons (``sim compare``). Nothing in it is typed
-by hand: rerun the experiments and this page follows."""
+by hand: rerun the experiments and this page follows. ``data_files`` finds them in one directory
+by name, so ``make results`` regenerates the page in one command."""
 
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from quell.errors import InputError, Problem
+
+VALIDATION_GLOB = "*.validation.json"
+LAB_GLOB = "*-lab-comparison.json"
+SIM_GLOBS = ("*-sim-comparison.json", "sim-*-comparison.json")
+"""Result files by name: ``prima validate``'s validation.json, ``lab compare --json`` and
+``sim compare --json`` output."""
+
+
+@dataclass
+class ResultFiles:
+    """The measured files one results page is made of, in page order within each kind."""
+
+    validation: list[Path] = field(default_factory=list)
+    lab: list[Path] = field(default_factory=list)
+    sim: list[Path] = field(default_factory=list)
+
+
+def natural_key(name: str) -> tuple[tuple[int, int, str], ...]:
+    """Sort key that orders the numbers inside names by value (table7 before table10)."""
+    return tuple(
+        (0, int(part), "") if part.isdigit() else (1, 0, part)
+        for part in re.split(r"(\d+)", name)
+        if part
+    )
+
+
+def data_files(directory: Path) -> ResultFiles:
+    """Every result file in ``directory`` by kind, each kind in natural order of file name.
+
+    A ``*.json`` that matches none of the names is refused rather than left off the page."""
+    if not directory.is_dir():
+        raise InputError(str(directory), [Problem("--data", "not a directory")])
+
+    def sorted_paths(paths: Sequence[Path]) -> list[Path]:
+        return sorted(set(paths), key=lambda p: natural_key(p.name))
+
+    found = ResultFiles(
+        validation=sorted_paths(list(directory.glob(VALIDATION_GLOB))),
+        lab=sorted_paths(list(directory.glob(LAB_GLOB))),
+        sim=sorted_paths([p for g in SIM_GLOBS for p in directory.glob(g)]),
+    )
+    known = {*found.validation, *found.lab, *found.sim}
+    stray = sorted((p for p in directory.glob("*.json") if p not in known), key=lambda p: p.name)
+    if stray:
+        names = ", ".join([VALIDATION_GLOB, LAB_GLOB, *SIM_GLOBS])
+        raise InputError(
+            str(directory), [Problem(p.name, f"not a result file name ({names})") for p in stray]
+        )
+    return found
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -50,7 +103,13 @@ def validation_section(v: dict[str, Any], source: str) -> list[str]:
     return [*out, ""]
 
 
+def _check_policies(c: dict[str, Any], source: str, kind: type, what: str) -> None:
+    if not isinstance(c.get("policies"), kind) or not c["policies"]:
+        raise InputError(source, [Problem("policies", f"not {what} comparison")])
+
+
 def lab_section(c: dict[str, Any], source: str) -> list[str]:
+    _check_policies(c, source, dict, "a `lab compare`")
     target = c.get("target_rt_s")
     names = list(c["policies"])
     phases = [p["phase"] for p in c["policies"][names[0]]["phases"]]
@@ -74,10 +133,24 @@ def lab_section(c: dict[str, Any], source: str) -> list[str]:
         out.append(
             f"| {name} | " + " | ".join(cells) + f" | {r['scaling_actions']} | {r['errors']} |"
         )
+    out += [
+        "",
+        "Each instance's settled mean RT (ms):",
+        "",
+        "| policy | " + " | ".join(phases) + " |",
+        "|---|" + "---|" * len(phases),
+    ]
+    for name in names:
+        cells = [
+            ", ".join(f"{i} {rt * 1e3:.1f}" for i, rt in p["mean_rt_s"].items()) or "-"
+            for p in c["policies"][name]["phases"]
+        ]
+        out.append(f"| {name} | " + " | ".join(cells) + " |")
     return [*out, ""]
 
 
 def sim_section(c: dict[str, Any], source: str) -> list[str]:
+    _check_policies(c, source, list, "a `sim compare`")
     target = c.get("target_rt_s")
     out = [
         f"## Simulator: {c['scenario']}",
@@ -99,7 +172,7 @@ def sim_section(c: dict[str, Any], source: str) -> list[str]:
 
 
 def render(
-    validation: Path | None, lab: list[Path], sim: list[Path], bench: Path | None = None
+    validation: Sequence[Path], lab: Sequence[Path], sim: Sequence[Path], bench: Path | None = None
 ) -> str:
     lines = [
         "# PRIMA: measured results",
@@ -108,8 +181,8 @@ def render(
         "how each was produced.",
         "",
     ]
-    if validation is not None:
-        lines += validation_section(_read(validation), str(validation))
+    for p in validation:
+        lines += validation_section(_read(p), str(p))
     for p in lab:
         lines += lab_section(_read(p), str(p))
     for p in sim:
