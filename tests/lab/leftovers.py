@@ -15,11 +15,8 @@ from quell.store.run import RunStore
 
 
 def run_tag(run_dir: Path) -> str:
-    store = RunStore.open(run_dir)
-    try:
+    with RunStore.open(run_dir) as store:
         return str(store.meta()["run_tag"])
-    finally:
-        store.close()
 
 
 def leftovers(tag: str) -> dict[str, list[str]]:

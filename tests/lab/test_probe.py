@@ -45,11 +45,8 @@ def median(values: list[float]) -> float:
 def test_probe_and_link_utilisation_see_a_neighbour_flood_the_link(tmp_path: Path) -> None:
     scenario = parse_scenario(SCENARIO)
     run_dir = run_clean(scenario, tmp_path)
-    store = RunStore.open(run_dir)
-    try:
+    with RunStore.open(run_dir) as store:
         obs = store.observations()
-    finally:
-        store.close()
 
     def value(o: Observation, key: str) -> float | None:
         return o.util_pct if key == "util_pct" else o.extra.get(key)

@@ -90,11 +90,8 @@ def test_kill_9_then_clean_leaves_nothing(tmp_path: Path) -> None:
     # ...and `lab clean` removed every one of them
     assert leftovers(tag) == {"netns": [], "cgroups": [], "processes": [], "files": []}
     # what was measured before the kill is still there
-    store = RunStore.open(run_dir)
-    try:
+    with RunStore.open(run_dir) as store:
         assert len(store.observations()) >= 2
-    finally:
-        store.close()
 
 
 def test_sigterm_tears_down_and_keeps_the_data(tmp_path: Path) -> None:
@@ -106,9 +103,6 @@ def test_sigterm_tears_down_and_keeps_the_data(tmp_path: Path) -> None:
     assert rc != 0
     assert leftovers(tag) == {"netns": [], "cgroups": [], "processes": [], "files": []}
     assert (run_dir / "summary.json").exists()
-    store = RunStore.open(run_dir)
-    try:
+    with RunStore.open(run_dir) as store:
         assert store.request_count() > 10
         assert "finished_at" not in store.meta()
-    finally:
-        store.close()

@@ -60,11 +60,8 @@ def test_lab_serves_every_chunk_at_its_size_from_lighttpd_and_nginx(tmp_path: Pa
     scenario = parse_scenario(SCENARIO)
     sched = build_schedule(scenario)
     run_dir = run_clean(scenario, tmp_path)
-    store = RunStore.open(run_dir)
-    try:
+    with RunStore.open(run_dir) as store:
         req = store.request_arrays()
-    finally:
-        store.close()
     # every scheduled chunk request was sent once and answered 200 by one of the two servers
     assert req["status"].size == len(sched) >= 30
     assert (req["status"] == 200).all(), np.unique(req["status"], return_counts=True)

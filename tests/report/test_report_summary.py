@@ -18,11 +18,8 @@ from quell.store.run import RunStore
 
 
 def _summary(run_dir: Path) -> dict:
-    store = RunStore.open(run_dir)
-    try:
+    with RunStore.open(run_dir) as store:
         return summarize(store)
-    finally:
-        store.close()
 
 
 def _inst(summary: dict, phase: str, iid: str) -> dict:

@@ -192,11 +192,8 @@ def cell_scenario(
 
 def measure(run_dir: Path, warmup_s: float) -> tuple[float, float, list[float], float, int]:
     """(U, U_total, probe times, mean RT, requests) of a finished cell, after warm-up."""
-    store = RunStore.open(run_dir)
-    try:
+    with RunStore.open(run_dir) as store:
         obs = [o for o in store.observations() if o.time_s > warmup_s]
-    finally:
-        store.close()
     if not obs:
         raise InputError(str(run_dir), [Problem("", "the cell recorded no observations")])
     util = float(np.mean([o.util_pct or 0.0 for o in obs]))

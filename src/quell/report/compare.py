@@ -31,12 +31,9 @@ def settle_s(scenario: Scenario) -> float:
 def run_phases(scenario: Scenario, run_dir: Path) -> dict[str, Any]:
     """Per phase: settled mean RT of each instance, and whether all met the target."""
     target = scenario.target.mean_rt_s if scenario.target else None
-    store = RunStore.open(run_dir)
-    try:
+    with RunStore.open(run_dir) as store:
         req = store.request_arrays()
         decisions = store.decisions()
-    finally:
-        store.close()
     done = req["send_s"] + np.nan_to_num(req["latency_s"], nan=0.0)
     ok = ~np.isnan(req["latency_s"])
     phases = []

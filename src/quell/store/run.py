@@ -136,6 +136,12 @@ class RunStore:
         self._conn.commit()
         self._conn.close()
 
+    def __enter__(self) -> RunStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     # -- reading ---------------------------------------------------------------------------
     def meta(self) -> dict[str, Any]:
         return {k: json.loads(v) for k, v in self._conn.execute("SELECT key, value FROM meta")}
