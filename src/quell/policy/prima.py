@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
@@ -307,8 +307,7 @@ class PrimaPolicy:
             return self._remove(ids, total_u, u_max, u_int, drop, detail)
         self.trial_ = tuple(drop)
         self._trial_runs = self._trial_short_runs = 0
-        keep_mask = np.isin(np.arange(len(ids)), order[k:], invert=True)
-        keep = [i for i, m in zip(ids, keep_mask.tolist(), strict=True) if m]
+        keep_mask, keep = _without(ids, drop)
         cap_keep = float(u_max[keep_mask].sum())
         detail["kept"] = keep
         detail["removed"] = []
@@ -330,9 +329,7 @@ class PrimaPolicy:
         the tail of their last requests."""
         ids, total_u, util, u_max, u_int = now.ids, now.total_u, now.util, now.u_max, now.u_int
         state, detail = now.state, now.detail
-        on_trial = set(self.trial_)
-        keep_mask = np.fromiter((i not in on_trial for i in ids), dtype=bool, count=len(ids))
-        keep = [i for i, m in zip(ids, keep_mask.tolist(), strict=True) if m]
+        keep_mask, keep = _without(ids, self.trial_)
         cap_keep = float(u_max[keep_mask].sum())
         kept_u = float(util[keep_mask].sum())
         demand = kept_u * (1.0 + self.params.safety_factor)
@@ -363,7 +360,7 @@ class PrimaPolicy:
         self._watch(keep, total_u, u_max[keep_mask], u_int[keep_mask])
         return Decision(
             self._trial_weights(ids, keep_mask, u_max, u_int, total_u),
-            reason=f"{state}; trying {len(keep)} instance(s) without {_names(list(on_trial))} "
+            reason=f"{state}; trying {len(keep)} instance(s) without {_names(list(self.trial_))} "
             f"({self._trial_runs}/{self._trial_len}): {kept} "
             f"{'fall short of' if short else 'carry'} their U={kept_u:.1f}%",
             detail=detail,
@@ -389,9 +386,7 @@ class PrimaPolicy:
         drop: list[str],
         detail: dict[str, object],
     ) -> Decision:
-        gone = set(drop)
-        keep_mask = np.fromiter((i not in gone for i in ids), dtype=bool, count=len(ids))
-        keep = [i for i, m in zip(ids, keep_mask.tolist(), strict=True) if m]
+        keep_mask, keep = _without(ids, drop)
         actions: list[Action] = list(
             self._weights(keep, u_max[keep_mask], u_int[keep_mask], total_u)
         )
@@ -414,8 +409,12 @@ class PrimaPolicy:
             detail=detail,
         )
 
+    def _equal_rt(self, u_max: FloatArray, total_u: float) -> bool:
+        """Whether the load is split for equal predicted RT rather than ∝ capacity."""
+        return self.params.overload_split == "equal_rt" and float(u_max.sum()) < total_u
+
     def _weighting(self, u_max: FloatArray, total_u: float) -> str:
-        if self.params.overload_split == "equal_rt" and float(u_max.sum()) < total_u:
+        if self._equal_rt(u_max, total_u):
             return "weights for equal predicted RT (capacities short of the load)"
         return "weights ∝ capacity"
 
@@ -423,11 +422,7 @@ class PrimaPolicy:
         """Each instance's share of the load: in proportion to its capacity (the paper), or,
         with ``overload_split: equal_rt`` while the capacities do not carry the load, the
         split for equal predicted response times."""
-        if (
-            self.params.overload_split == "equal_rt"
-            and float(u_max.sum()) < total_u
-            and u_max.size > 1
-        ):
+        if u_max.size > 1 and self._equal_rt(u_max, total_u):
             return self.capacity_.equal_rt_split(total_u, u_int)
         return u_max
 
@@ -523,6 +518,13 @@ class _Interval:
     u_int: FloatArray
     state: str
     detail: dict[str, object]
+
+
+def _without(ids: list[str], drop: Sequence[str]) -> tuple[NDArray[np.bool_], list[str]]:
+    """A mask over ``ids`` that leaves out ``drop``, and the ids it keeps, in order."""
+    gone = set(drop)
+    mask = np.fromiter((i not in gone for i in ids), dtype=bool, count=len(ids))
+    return mask, [i for i in ids if i not in gone]
 
 
 MAX_TRIAL_BACKOFF = 4
