@@ -27,7 +27,7 @@ def tag_of_run(run_dir: Path) -> str:
 
 def test_interrupts_follow_rps_and_nothing_is_left(tmp_path: Path) -> None:
     plan = MeasurePlan(
-        rates_rps=(1500.0, 3000.0), step_s=3.0, warmup_s=1.0, configs=("one", "spread")
+        rates_rps=(1500.0, 3000.0), step_s=6.0, warmup_s=1.0, configs=("one", "spread")
     )
     run_dir = run_measurement(plan, tmp_path, no_progress)
     rows = read_points(run_dir)
