@@ -71,6 +71,7 @@ class ClosedFormRunner:
 
 def test_profile_recovers_the_models_and_resumes(tmp_path: Path) -> None:
     spec, base = load_profile_spec(SPEC)
+    spec = spec.model_copy(update={"repetitions": 1})
     runner = ClosedFormRunner(tmp_path / "runs")
     bundle = Profiler(spec, base, tmp_path / "p", runner).run()
     n_training = len(spec.util_levels_pct)  # 12 samples at 1 % noise meet the rule at once
@@ -136,6 +137,13 @@ def test_repetitions_pool_into_one_model_point(tmp_path: Path) -> None:
         40,
     )
     assert p.mean_rt_s == pytest.approx((0.010 * 10 + 0.040 * 30) / 40)
+    # Held-out points are pooled the same way: two runs each, one row each.
+    before = runner.calls
+    cells = Profiler(spec, base, tmp_path / "p", runner).holdout(bundle.probe_table)
+    assert runner.calls - before == 2 * len(spec.holdout)
+    assert len(cells) == len(spec.holdout)
+    assert {c.repetition for c, _ in cells} == {-1}
+    assert cells[0][0].requests == 2 * 10 * int(spec.cell_s)  # 10 a second after warm-up
 
 
 def test_a_profile_spec_with_problems_lists_them_all(tmp_path: Path) -> None:

@@ -146,11 +146,12 @@ def validate_cmd(
     environment = _env(spec.environment, env)
     profiler = Profiler(spec, base, out, _runner(environment, out))
     with _progress() as bar:
-        task = bar.add_task("validate", total=len(spec.holdout), what="starting")
+        planned = len(spec.holdout) * spec.repetitions
+        task = bar.add_task("validate", total=planned, what="starting")
         cells = profiler.holdout(
             bundle.probe_table, lambda d, t, w: bar.update(task, completed=d, what=w)
         )
-        bar.update(task, completed=len(spec.holdout), what="done")
+        bar.update(task, completed=planned, what="done")
     rows = validate(bundle, cells)
     t = Table(title="RTM and IM on held-out points (cf. PRIMA Table II)")
     for col in ("U %", "SF", "R ms", "R̂ ms", "error %", "U_total %", "IM(U_total)", "error %"):

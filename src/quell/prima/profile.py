@@ -318,15 +318,20 @@ class Profiler:
     def holdout(
         self, table: ProbeTable, progress: ProgressFn = lambda d, t, w: None
     ) -> list[tuple[CellResult, float]]:
-        """Measure the spec's held-out points: (cell, measured SF) each."""
+        """Measure the spec's held-out points, `repetitions` runs of each pooled as the model's
+        cells are: (cell, measured SF) each."""
         out = []
+        reps = self.spec.repetitions
         for k, p in enumerate(self.spec.holdout):
-            progress(
-                k,
-                len(self.spec.holdout),
-                f"holdout U={p.util_pct:g}% interference {p.interference_mbit:g}",
-            )
-            r = self._cell("holdout", p.util_pct, p.interference_mbit, 0)
+            runs = []
+            for rep in range(reps):
+                progress(
+                    k * reps + rep,
+                    len(self.spec.holdout) * reps,
+                    f"holdout U={p.util_pct:g}% interference {p.interference_mbit:g}",
+                )
+                runs.append(self._cell("holdout", p.util_pct, p.interference_mbit, rep))
+            r = pool(runs)
             sf = self.cell_sf(table, r)
             if sf is not None:
                 out.append((r, sf))
