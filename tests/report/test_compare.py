@@ -1,4 +1,6 @@
-"""Side-by-side comparisons: per phase, each instance's mean RT over the settled window."""
+"""Side-by-side comparisons: per phase, each instance's mean RT over the settled window, which
+opens settle_s after its phase starts, or boot delay + 2 periods after the last instance the
+policy asked for in that phase if that is before the phase ends."""
 
 from __future__ import annotations
 
@@ -6,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from quell.report.compare import run_phases, settle_s
+from quell.core.action import AddInstance, Decision, RemoveInstance
+from quell.report.compare import mitigation_settle_s, run_phases, settle_s
 from quell.store.run import RequestRecord, RunStore
 from tests.sim.build import build_scenario
 
@@ -46,3 +49,60 @@ def test_the_settled_window_and_the_worst_instance_per_phase(tmp_path: Path) -> 
     # settled from 41 s: i1's 40 ms answers sent at 41..59 plus the 80 ms one
     assert noisy["worst_mean_rt_s"] == pytest.approx((19 * 0.040 + 0.080) / 20)
     assert noisy["meets_target"] is True
+
+
+# Phases: base [0, 50), noisy [50, 100). Interval 1 s, boot 10 s, probe period 2 s:
+# settle_s = 2 x 1 + 10 + 2 x 2 = 16 s; a mitigation settles 10 + 2 x 2 = 14 s after it is asked.
+SCENARIO = build_scenario(
+    n_hosts=3,
+    rate_rps=8,
+    size_bytes=100_000,
+    arrival="deterministic",
+    name="cmp",
+    duration_s=100,
+    interval_s=1,
+    instances=[{"id": "a", "host": "h0"}],
+    events=[{"at_s": 50, "phase": "noisy"}],
+    scaling={"hosts": ["h1", "h2"], "boot_s": 10, "max_instances": 3},
+    probe={"kind": "network", "period_s": 2, "size_bytes": 100_000},
+    target={"mean_rt_s": 0.020},
+)
+
+
+def _store(path: Path, adds: list[float], slow_until_s: float) -> Path:
+    """One request a second from a; 40 ms until `slow_until_s`, 10 ms after."""
+    with RunStore.create(path) as store:
+        store.add_requests(
+            RequestRecord(t, 0.040 if t < slow_until_s else 0.010, 200, 100, "a")
+            for t in (k + 0.5 for k in range(100))
+        )
+        for k, t in enumerate(adds):
+            store.add_decision(t, "p", Decision((AddInstance(f"n{k}", "h1"),), "grow"))
+        store.add_decision(95.0, "p", Decision((RemoveInstance("n0"),), "shrink"))
+        store.commit()
+    return path
+
+
+def test_windows_open_after_the_phase_start_or_the_last_addition_settles(tmp_path: Path) -> None:
+    assert settle_s(SCENARIO) == 16.0 and mitigation_settle_s(SCENARIO) == 14.0
+    # Additions at 55 and 60 s in the noisy phase: its window opens at 60 + 14 = 74 s, not 66 s;
+    # a is slow until 70 s, so the policy meets R_th once its second instance has settled.
+    # The removal at 95 s takes no boot and moves nothing.
+    out = run_phases(SCENARIO, _store(tmp_path / "r", [55.0, 60.0], slow_until_s=70.0))
+    base, noisy = out["phases"]
+    assert (base["settled_from_s"], noisy["settled_from_s"]) == (16.0, 74.0)
+    assert base["worst_mean_rt_s"] == pytest.approx(0.040) and base["meets_target"] is False
+    assert noisy["worst_mean_rt_s"] == pytest.approx(0.010) and noisy["meets_target"] is True
+    assert out["scaling_actions"] == 3
+    # Without additions the noisy window opens at 50 + 16 = 66 s and takes 4 slow seconds in.
+    noisy = run_phases(SCENARIO, _store(tmp_path / "q", [], slow_until_s=70.0))["phases"][1]
+    assert noisy["settled_from_s"] == 66.0
+    assert noisy["worst_mean_rt_s"] == pytest.approx((4 * 0.040 + 30 * 0.010) / 34)
+
+
+def test_an_addition_too_late_to_settle_in_its_phase_is_left_out(tmp_path: Path) -> None:
+    # Asked at 90 s, it would settle at 104 s, after the phase: the window stays at 66 s.
+    out = run_phases(SCENARIO, _store(tmp_path / "r", [90.0], slow_until_s=70.0))
+    noisy = out["phases"][1]
+    assert noisy["settled_from_s"] == 66.0 and noisy["meets_target"] is True
+    assert noisy["worst_mean_rt_s"] == pytest.approx((4 * 0.040 + 30 * 0.010) / 34)

@@ -158,7 +158,8 @@ def test_results_page_from_a_data_directory_shows_every_source_and_its_figures(
     assert "RTM mean absolute error **8.9 %**" in text
     # Table III: round robin leaves i2 above R_th = 13 ms, PRIMA keeps both under it.
     assert "| prima | 11.9 | 0 | 0 |" in text and "| rr | **13.5** | 0 | 0 |" in text
-    assert "| prima | i1 11.9, i2 10.3 |" in text and "| rr | i1 9.2, i2 13.5 |" in text
+    assert "| prima | i1 11.9, i2 10.3 (from 19 s) |" in text
+    assert "| rr | i1 9.2, i2 13.5 (from 19 s) |" in text
     assert "| prima | 99.07 | 10.86 | 21.21 | 222 | 138 | 14 |" in text
     assert "| prima | 95.30 |" in text and "| prima | 98.39 |" in text
     assert "10000 instances: median 21.11 ms per decision (goal ≤ 20.0 ms), 1.9×" in text

@@ -1,12 +1,20 @@
 """Several policies on one scenario, side by side.
 
-For each run and each phase, the *settled window* starts ``settle_s`` after the phase begins
-(2 intervals for the policy to see the change — W = 1 to confirm a violation, 1 to act — then
-the scaling boot delay, then 2 probe periods, at least an interval each, for the new
-instance's SF and the load to move: "boot delay + 2 periods" after the mitigation) and ends
-with the phase. Within it, each instance's
-mean response time is computed from the client-side requests it answered; a policy *meets the
-target* in a phase when every instance's settled mean is ≤ R_th.
+For each run and each phase, the *settled window* ends with the phase and starts when the
+policy's mitigations have settled, "boot delay + 2 periods" after each:
+
+* ``settle_s`` after the phase begins (2 intervals for the policy to see the change — W = 1 to
+  confirm a violation, 1 to act — then the scaling boot delay, then 2 probe periods, at least an
+  interval each, for the new instance's SF and the load to move), and
+* for every instance the policy asked for during the phase, the boot delay + 2 periods after
+  it asked (``mitigation_settle_s``), if that is before the phase ends: a policy that detects
+  later, or needs a second instance, is judged once its last addition has settled. An addition
+  that cannot settle before the phase ends cannot have helped it, and the phase is judged without
+  it. Removals and weight changes take no boot and settle within the first bound.
+
+Within the window, each instance's mean response time is computed from the client-side requests
+it answered; a policy *meets the target* in a phase when every instance's settled mean is ≤ R_th.
+A policy still adding instances when its phase ends has no window and does not meet the target.
 """
 
 from __future__ import annotations
@@ -22,10 +30,16 @@ from quell.scenario.model import Scenario
 from quell.store.run import RunStore
 
 
-def settle_s(scenario: Scenario) -> float:
+def mitigation_settle_s(scenario: Scenario) -> float:
+    """Boot delay + 2 periods: from asking for an instance until it carries its share."""
     boot = scenario.scaling.boot_s if scenario.scaling else 0.0
     period = max(scenario.interval_s, scenario.probe.period_s if scenario.probe else 0.0)
-    return 2 * scenario.interval_s + boot + 2 * period
+    return boot + 2 * period
+
+
+def settle_s(scenario: Scenario) -> float:
+    """From a phase's start until a mitigation asked for 2 intervals in has settled."""
+    return 2 * scenario.interval_s + mitigation_settle_s(scenario)
 
 
 def run_phases(scenario: Scenario, run_dir: Path) -> dict[str, Any]:
@@ -36,9 +50,17 @@ def run_phases(scenario: Scenario, run_dir: Path) -> dict[str, Any]:
         decisions = store.decisions()
     done = req["send_s"] + np.nan_to_num(req["latency_s"], nan=0.0)
     ok = ~np.isnan(req["latency_s"])
+    added_s = [
+        t for t, _, _, actions in decisions for a in actions if a.get("type") == "AddInstance"
+    ]
     phases = []
     for name, start, end in scenario.phases():
-        lo = min(start + settle_s(scenario), end)
+        settled = [
+            t + mitigation_settle_s(scenario)
+            for t in added_s
+            if start <= t and t + mitigation_settle_s(scenario) < end
+        ]
+        lo = min(max([start + settle_s(scenario), *settled]), end)
         sel = ok & (done >= lo) & (done < end)
         per: dict[str, float] = {}
         for server in sorted(set(req["server"][sel].tolist())):

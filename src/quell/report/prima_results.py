@@ -117,7 +117,9 @@ def lab_section(c: dict[str, Any], source: str) -> list[str]:
         f"## Lab: {c['scenario']}",
         "",
         f"Source: `{source}`. Worst instance's mean RT per phase over the settled window "
-        f"({c['settle_s']:g} s after the phase starts), R_th = "
+        f"({c['settle_s']:g} s after the phase starts, or boot delay + 2 periods after the "
+        f"policy's last added instance in that phase if later and before the phase ends), "
+        f"R_th = "
         f"{_f(None if target is None else target * 1e3, '.0f')} ms; **bold** = above R_th.",
         "",
         "| policy | " + " | ".join(phases) + " | scaling actions | errors |",
@@ -135,14 +137,15 @@ def lab_section(c: dict[str, Any], source: str) -> list[str]:
         )
     out += [
         "",
-        "Each instance's settled mean RT (ms):",
+        "Each instance's settled mean RT (ms), and where the settled window starts:",
         "",
         "| policy | " + " | ".join(phases) + " |",
         "|---|" + "---|" * len(phases),
     ]
     for name in names:
         cells = [
-            ", ".join(f"{i} {rt * 1e3:.1f}" for i, rt in p["mean_rt_s"].items()) or "-"
+            (", ".join(f"{i} {rt * 1e3:.1f}" for i, rt in p["mean_rt_s"].items()) or "-")
+            + f" (from {p['settled_from_s']:g} s)"
             for p in c["policies"][name]["phases"]
         ]
         out.append(f"| {name} | " + " | ".join(cells) + " |")
