@@ -127,6 +127,10 @@ def test_calibration_lowers_capacity_when_measured_rt_exceeds_prediction(tmp_pat
     assert det["i1"]["sf"] == pytest.approx((0.040 - sb.A - sb.B * 43) / sb.C, abs=0.05)
     assert det["i1"]["u_max_pct"] < before
     assert det["i2"]["sf"] == pytest.approx(sb.sf_of_total(43.0))  # measured below prediction
+    # The decision log says which SF is a revision and keeps the probe's beside it.
+    assert (det["i1"]["sf_calibrated"], det["i2"]["sf_calibrated"]) == (True, False)
+    assert det["i1"]["sf_probe"] == pytest.approx(sb.sf_of_total(43.0))
+    assert instance_rows(d0.detail)["i1"]["sf_calibrated"] is False
 
 
 def test_bad_params_are_named(tmp_path: Path) -> None:

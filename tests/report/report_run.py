@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from quell.core.action import Decision, SetWeight
+from quell.core.action import AddInstance, Decision, SetWeight
 from quell.core.observation import Observation, Snapshot
 from quell.store.run import RequestRecord, RunStore
 
@@ -83,6 +83,22 @@ def fill_run(
     store.add_event(15.0, "cycle_error", message="RuntimeError: boom")
     store.add_decision(
         12.0, "static", Decision(actions=(SetWeight("web1", 50),), reason="web1 p95 above target")
+    )
+    # A scaling decision with its per-instance numbers, as PRIMA records them.
+    store.add_decision(
+        14.0,
+        "static",
+        Decision(
+            actions=(AddInstance("web3", "h3"),),
+            reason="short by 7.5%",
+            detail={
+                "instances": {
+                    "id": ["web1", "web2"],
+                    "u_max_pct": [30.0, 12.5],
+                    "sf_calibrated": [False, True],
+                }
+            },
+        ),
     )
     store.commit()
     if finished:

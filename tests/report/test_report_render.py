@@ -74,6 +74,14 @@ def test_index_html_has_phases_numbers_events_and_decisions(run_dir: Path) -> No
         '<td class="num">12</td><td>static</td><td>web1 p95 above target</td>'
         "<td>SetWeight(instance_id=web1, weight=50)</td>"
     ) in page
+    # A scaling decision folds its per-instance numbers under its reason; a reweight does not.
+    assert page.count("<details>") == 1
+    assert (
+        "<summary>the numbers behind it (2 instances)</summary><table><thead><tr><th>id</th>"
+        "<th>sf_calibrated</th><th>u_max_pct</th></tr></thead><tbody>"
+        '<tr><td>web1</td><td class="num"></td><td class="num">30</td></tr>'
+        '<tr><td>web2</td><td class="num">yes</td><td class="num">12.5</td></tr>'
+    ) in page  # the run store keeps a detail's keys sorted
 
 
 def test_index_html_is_self_contained(run_dir: Path) -> None:

@@ -196,6 +196,7 @@ class PrimaPolicy:
                 "util_pct": util.tolist(),
                 "sf": sf.tolist(),
                 "sf_probe": _nan_to_none(sample[serve]),
+                "sf_calibrated": [i in self.calibrated_sf_ for i in ids],
                 "u_int_pct": u_int.value.tolist(),
                 "u_max_pct": u_max.value.tolist(),
                 "predicted_rt_s": rt_now.value.tolist(),

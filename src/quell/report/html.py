@@ -64,17 +64,61 @@ def _events_section(events: Sequence[EventRow]) -> str:
     )
 
 
-def _decisions_section(decisions: Sequence[DecisionRow]) -> str:
-    if not decisions:
-        return "<p>No decisions recorded.</p>"
+_SCALING = ("AddInstance", "RemoveInstance")
+
+
+def _cell(v: object) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else ""
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return escape(str(v))
+
+
+def _instances_table(detail: dict[str, Any]) -> str:
+    """A decision's per-instance numbers (``detail["instances"]``: one list per column, in the
+    order of ``id``), folded under the reason."""
+    cols = detail.get("instances")
+    if not isinstance(cols, dict) or not isinstance(cols.get("id"), list):
+        return ""
+    names = [k for k, v in cols.items() if k != "id" and isinstance(v, list)]
+    head = "".join(f"<th>{escape(k)}</th>" for k in ["id", *names])
     rows = "".join(
-        f'<tr><td class="num">{t:g}</td><td>{escape(policy)}</td><td>{escape(reason)}</td>'
-        f"<td>{escape('; '.join(format_action(a) for a in actions)) or '-'}</td></tr>"
-        for t, policy, reason, actions in decisions
+        f"<tr><td>{escape(str(iid))}</td>"
+        + "".join(
+            f'<td class="num">{_cell(cols[k][n] if n < len(cols[k]) else None)}</td>' for k in names
+        )
+        + "</tr>"
+        for n, iid in enumerate(cols["id"])
     )
     return (
+        f"<details><summary>the numbers behind it ({len(cols['id'])} instances)</summary>"
+        f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></details>"
+    )
+
+
+def _decisions_section(
+    decisions: Sequence[DecisionRow], details: Sequence[dict[str, Any]] = ()
+) -> str:
+    """The decision log. Decisions that add or remove an instance, or start or end a scale-in
+    trial, carry their per-instance numbers when the policy recorded them."""
+    if not decisions:
+        return "<p>No decisions recorded.</p>"
+    out = []
+    for k, (t, policy, reason, actions) in enumerate(decisions):
+        detail = details[k] if k < len(details) else {}
+        scaling = any(a.get("type") in _SCALING for a in actions) or bool(detail.get("on_trial"))
+        numbers = _instances_table(detail) if scaling else ""
+        out.append(
+            f'<tr><td class="num">{t:g}</td><td>{escape(policy)}</td>'
+            f"<td>{escape(reason)}{numbers}</td>"
+            f"<td>{escape('; '.join(format_action(a) for a in actions)) or '-'}</td></tr>"
+        )
+    return (
         "<table><thead><tr><th>time s</th><th>policy</th><th>reason</th><th>actions</th></tr>"
-        f"</thead><tbody>{rows}</tbody></table>"
+        f"</thead><tbody>{''.join(out)}</tbody></table>"
     )
 
 
@@ -84,8 +128,10 @@ def render_html(
     events: Sequence[EventRow],
     decisions: Sequence[DecisionRow],
     out_dir: Path,
+    details: Sequence[dict[str, Any]] = (),
 ) -> str:
-    """The page's text. Plot paths are written relative to ``out_dir``."""
+    """The page's text. Plot paths are written relative to ``out_dir``; ``details`` are the
+    decisions' structured details, in the order of ``decisions``."""
     name = str(summary.get("scenario") or "unnamed scenario")
     env = str(summary.get("environment") or "unknown")
     status = "complete" if summary.get("complete", True) else "incomplete"
@@ -122,7 +168,7 @@ def render_html(
 <h2>Events</h2>
 {_events_section(events)}
 <h2>Decisions</h2>
-{_decisions_section(decisions)}
+{_decisions_section(decisions, details)}
 </body>
 </html>
 """

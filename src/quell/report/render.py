@@ -47,6 +47,7 @@ def render_report(run_dir: Path) -> tuple[dict[str, Any], Path]:
         observations = store.observations()
         events = store.events()
         decisions = store.decisions()
+        details = [d for _, d in store.decision_details()]
     except sqlite3.DatabaseError as exc:
         raise _bad(run_dir, f"unreadable run store: {exc}") from None
     except (ValueError, TypeError) as exc:  # JSONDecodeError is a ValueError
@@ -58,7 +59,7 @@ def render_report(run_dir: Path) -> tuple[dict[str, Any], Path]:
     try:
         out_dir.mkdir(exist_ok=True)
         plots = write_plots(observations, phases, events, out_dir)
-        page = render_html(summary, plots, events, decisions, out_dir)
+        page = render_html(summary, plots, events, decisions, out_dir, details)
         (out_dir / INDEX_HTML).write_text(page, encoding="utf-8")
     except OSError as exc:
         raise _bad(run_dir, f"cannot write the report: {exc.strerror or exc}") from None

@@ -230,7 +230,9 @@ class RunStore:
         return [(t, k, json.loads(d)) for t, k, d in rows]
 
     def decisions(self) -> list[tuple[float, str, str, list[dict[str, Any]]]]:
-        rows = self._conn.execute("SELECT time_s, policy, reason, actions FROM decisions")
+        rows = self._conn.execute(
+            "SELECT time_s, policy, reason, actions FROM decisions ORDER BY time_s, rowid"
+        )
         return [(t, p, r, json.loads(a)) for t, p, r, a in rows]
 
     def decision_details(self) -> list[tuple[float, dict[str, Any]]]:
