@@ -58,6 +58,9 @@ class SetCpuCap:
 
 Action = SetWeight | SetMaxConn | AddInstance | RemoveInstance | ReconfigureServer | SetCpuCap
 
+SCALING_TYPES = frozenset({AddInstance.__name__, RemoveInstance.__name__})
+"""The stored ``type`` of the actions that add or remove an instance."""
+
 
 @dataclass(frozen=True, slots=True)
 class Decision:

@@ -14,7 +14,6 @@ policy's mitigations have settled, "boot delay + 2 periods" after each:
 
 Within the window, each instance's mean response time is computed from the client-side requests
 it answered; a policy *meets the target* in a phase when every instance's settled mean is ≤ R_th.
-A policy still adding instances when its phase ends has no window and does not meet the target.
 """
 
 from __future__ import annotations
@@ -26,6 +25,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from quell.core.action import SCALING_TYPES, AddInstance
 from quell.scenario.model import Scenario
 from quell.store.run import RunStore
 
@@ -51,16 +51,16 @@ def run_phases(scenario: Scenario, run_dir: Path) -> dict[str, Any]:
     done = req["send_s"] + np.nan_to_num(req["latency_s"], nan=0.0)
     ok = ~np.isnan(req["latency_s"])
     added_s = [
-        t for t, _, _, actions in decisions for a in actions if a.get("type") == "AddInstance"
+        t
+        for t, _, _, actions in decisions
+        for a in actions
+        if a.get("type") == AddInstance.__name__
     ]
+    first, mitigation = settle_s(scenario), mitigation_settle_s(scenario)
     phases = []
     for name, start, end in scenario.phases():
-        settled = [
-            t + mitigation_settle_s(scenario)
-            for t in added_s
-            if start <= t and t + mitigation_settle_s(scenario) < end
-        ]
-        lo = min(max([start + settle_s(scenario), *settled]), end)
+        later = [t + mitigation for t in added_s if start <= t and t + mitigation < end]
+        lo = min(max([start + first, *later]), end)
         sel = ok & (done >= lo) & (done < end)
         per: dict[str, float] = {}
         for server in sorted(set(req["server"][sel].tolist())):
@@ -79,10 +79,7 @@ def run_phases(scenario: Scenario, run_dir: Path) -> dict[str, Any]:
             }
         )
     scaling = [
-        a
-        for _, _, _, actions in decisions
-        for a in actions
-        if a.get("type") in ("AddInstance", "RemoveInstance")
+        a for _, _, _, actions in decisions for a in actions if a.get("type") in SCALING_TYPES
     ]
     all_ok = ~np.isnan(req["latency_s"])
     return {

@@ -8,6 +8,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from quell.core.action import SCALING_TYPES
 from quell.report.plots import EventRow, event_label
 from quell.report.table import COLUMNS, incomplete_note, phase_rows, phase_title
 
@@ -64,9 +65,6 @@ def _events_section(events: Sequence[EventRow]) -> str:
     )
 
 
-_SCALING = ("AddInstance", "RemoveInstance")
-
-
 def _cell(v: object) -> str:
     if v is None:
         return "-"
@@ -102,14 +100,16 @@ def _instances_table(detail: dict[str, Any]) -> str:
 def _decisions_section(
     decisions: Sequence[DecisionRow], details: Sequence[dict[str, Any]] = ()
 ) -> str:
-    """The decision log. Decisions that add or remove an instance, or start or end a scale-in
-    trial, carry their per-instance numbers when the policy recorded them."""
+    """The decision log. Decisions that add or remove an instance, or that a scale-in trial is
+    under, carry their per-instance numbers when the policy recorded them."""
     if not decisions:
         return "<p>No decisions recorded.</p>"
     out = []
     for k, (t, policy, reason, actions) in enumerate(decisions):
         detail = details[k] if k < len(details) else {}
-        scaling = any(a.get("type") in _SCALING for a in actions) or bool(detail.get("on_trial"))
+        scaling = any(a.get("type") in SCALING_TYPES for a in actions) or bool(
+            detail.get("on_trial")
+        )
         numbers = _instances_table(detail) if scaling else ""
         out.append(
             f'<tr><td class="num">{t:g}</td><td>{escape(policy)}</td>'

@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from quell.core.action import SCALING_TYPES
 from quell.errors import InputError
 from quell.scenario.model import Scenario
 from quell.scenario.service import ServiceModel
@@ -87,7 +88,7 @@ def _scaling_actions(store: RunStore) -> list[tuple[float, str, str, str | None]
     out = []
     for t, _, _, actions in store.decisions():
         for a in actions:
-            if a.get("type") in ("AddInstance", "RemoveInstance"):
+            if a.get("type") in SCALING_TYPES:
                 out.append((float(t), str(a["type"]), str(a["instance_id"]), a.get("host")))
     return sorted(out, key=lambda x: x[0])
 
