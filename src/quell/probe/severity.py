@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import repeat
 
 import numpy as np
 from numpy.typing import NDArray
@@ -42,17 +43,24 @@ class SeverityEstimator:
         self._seen = np.zeros(0, dtype=np.int64)  # samples taken per row
         self._sf = np.full(0, np.nan)  # current estimate per row (NaN: no sample yet)
 
+    def _lookup(self, ids: Sequence[str]) -> NDArray[np.int64]:
+        """The row of each id (-1 for an id not tracked)."""
+        return np.fromiter(map(self._row.get, ids, repeat(-1)), dtype=np.int64, count=len(ids))
+
     def _rows(self, ids: Sequence[str]) -> NDArray[np.int64]:
+        """The row of each id, new rows (in order of first appearance) for ids not tracked."""
+        r = self._lookup(ids)
+        if r.min(initial=0) >= 0:
+            return r
         row = self._row
-        new = [i for i in dict.fromkeys(ids) if i not in row]
-        if new:
-            start = len(row)
-            row.update(zip(new, range(start, start + len(new)), strict=True))
-            grow = len(new)
-            self._samples = np.vstack([self._samples, np.full((grow, self.window), np.nan)])
-            self._seen = np.concatenate([self._seen, np.zeros(grow, dtype=np.int64)])
-            self._sf = np.concatenate([self._sf, np.full(grow, np.nan)])
-        return np.fromiter((row[i] for i in ids), dtype=np.int64, count=len(ids))
+        new = list(dict.fromkeys(ids[k] for k in np.flatnonzero(r < 0).tolist()))
+        start = len(row)
+        row.update(zip(new, range(start, start + len(new)), strict=True))
+        grow = len(new)
+        self._samples = np.vstack([self._samples, np.full((grow, self.window), np.nan)])
+        self._seen = np.concatenate([self._seen, np.zeros(grow, dtype=np.int64)])
+        self._sf = np.concatenate([self._sf, np.full(grow, np.nan)])
+        return self._lookup(ids)
 
     def add(
         self, ids: Sequence[str], probe_rt_s: NDArray[np.float64], util_pct: NDArray[np.float64]
@@ -66,8 +74,7 @@ class SeverityEstimator:
         self._samples[r, self._seen[r] % self.window] = sf
         self._seen[r] += 1
         block = self._samples[r]
-        # nanmedian without its all-NaN warning: every touched row has at least one sample
-        self._sf[r] = np.nanmedian(block, axis=1) if self.window > 1 else block[:, 0]
+        self._sf[r] = _median_of_samples(block) if self.window > 1 else block[:, 0]
         return sf
 
     def __len__(self) -> int:
@@ -76,8 +83,7 @@ class SeverityEstimator:
 
     def get(self, ids: Sequence[str]) -> NDArray[np.float64]:
         """The current estimate of each id (NaN where no probe has reported yet)."""
-        known = [self._row.get(i, -1) for i in ids]
-        r = np.asarray(known, dtype=np.int64)
+        r = self._lookup(ids)
         out = np.full(len(ids), np.nan)
         has = r >= 0
         out[has] = self._sf[r[has]]
@@ -111,3 +117,17 @@ class SeverityEstimator:
         self.add(ids, np.asarray(rt, dtype=float), np.asarray(util, dtype=float))
         self.forget(set(snapshot.instances))
         return self.sf_
+
+
+def _median_of_samples(block: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``np.nanmedian(block, axis=1)`` for rows with at least one sample (NaN: none yet), the
+    same to the bit (the mean of the two middle samples is their sum halved, as there), without
+    nanmedian's masked-array machinery, which cost more than the rest of a 10,000-instance
+    decision's SF update."""
+    s = np.sort(block, axis=1)  # NaN sorts last
+    count = block.shape[1] - np.isnan(block).sum(axis=1)
+    n = np.arange(block.shape[0])
+    high = count // 2
+    low = np.where(count % 2 == 1, high, high - 1)
+    out: NDArray[np.float64] = (s[n, low] + s[n, high]) / 2.0
+    return out
