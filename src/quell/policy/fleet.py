@@ -14,7 +14,7 @@ a removed one while it drains, so:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, KeysView, Mapping, Sequence
 from itertools import repeat
 from typing import Any
 
@@ -93,10 +93,24 @@ class Fleet:
             (iid, obs.weight) for iid, obs in present.items() if obs.weight is not None
         )
         keys = present.keys()
+        if self._removing or keys != self._active.keys():  # else nothing came or went
+            self._arrivals_and_departures(keys)
+        self.expired_ = ()
+        if self.pending_timeout_s is not None and self._pending:
+            late = self._now_s - self.pending_timeout_s
+            self.expired_ = tuple(i for i in self._pending if self._requested_s[i] < late)
+            for iid in self.expired_:
+                del self._pending[iid], self._requested_s[iid]
+                self._host.pop(iid, None)
+                self._weight.pop(iid, None)
+
+    def _arrivals_and_departures(self, keys: KeysView[str]) -> None:
+        """Make the instances a snapshot shows for the first time active (in its order), and
+        forget the active or draining ones it no longer shows."""
         new = keys - self._active.keys() - self._removing.keys()
         if new:
             self._known |= new
-            for iid in [i for i in present if i in new]:  # snapshot order
+            for iid in [i for i in keys if i in new]:  # snapshot order
                 self._pending.pop(iid, None)
                 self._requested_s.pop(iid, None)
                 self._active[iid] = None  # requested, or appeared unannounced (host unknown)
@@ -106,14 +120,6 @@ class Fleet:
             self._removing.pop(iid, None)
             self._host.pop(iid, None)
             self._weight.pop(iid, None)
-        self.expired_ = ()
-        if self.pending_timeout_s is not None and self._pending:
-            late = self._now_s - self.pending_timeout_s
-            self.expired_ = tuple(i for i in self._pending if self._requested_s[i] < late)
-            for iid in self.expired_:
-                del self._pending[iid], self._requested_s[iid]
-                self._host.pop(iid, None)
-                self._weight.pop(iid, None)
 
     # -- what there is -----------------------------------------------------------------------
     @property
