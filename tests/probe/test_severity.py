@@ -21,3 +21,9 @@ def test_median_of_samples_is_nanmedian_bit_for_bit(window: int) -> None:
     got = _median_of_samples(block)
     want = np.nanmedian(block, axis=1)
     assert got.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("window", [3, 5])
+def test_median_of_full_windows_is_nanmedian_bit_for_bit(window: int) -> None:
+    block = np.random.default_rng(window).uniform(0.0, 3.0, (500, window))
+    assert _median_of_samples(block).tobytes() == np.nanmedian(block, axis=1).tobytes()

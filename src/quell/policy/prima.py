@@ -24,7 +24,7 @@ import math
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TypeVar, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -39,6 +39,7 @@ from quell.prima.model import CapacityModel
 from quell.probe.severity import PROBE_KEY, SeverityEstimator
 
 FloatArray = NDArray[np.float64]
+T = TypeVar("T")
 
 
 class PrimaParams(BaseModel):
@@ -138,18 +139,10 @@ class PrimaPolicy:
             silent = [i for i, u in zip(active, util_opt, strict=True) if u is None]
             return Decision(reason=f"no utilisation from {', '.join(silent)}: holding")
         util_all = np.asarray(util_opt, dtype=float)
-        total_u = float(sum(x.util_pct or 0.0 for x in obs.values()))
-        probe = [x.extra.get(PROBE_KEY) for x in o]
-        fresh = [k for k, p in enumerate(probe) if p is not None]
+        total_u = _sum_reported([x.util_pct for x in obs.values()])
+        probe, fresh = _reported([x.extra.get(PROBE_KEY) for x in o])
         sample = np.full(len(active), np.nan)
-        if fresh:
-            sample[fresh] = self.severity_.add(
-                [active[k] for k in fresh],
-                np.asarray([probe[k] for k in fresh], dtype=float),
-                util_all[fresh],
-            )
-        else:
-            self.severity_.fresh_ = set()
+        sample[fresh] = self.severity_.add(_pick(active, fresh), probe[fresh], util_all[fresh])
         if len(self.severity_) > len(obs) + len(fleet.pending_add):
             self.severity_.forget(set(obs))
         sf_est = self.severity_.get(active)
@@ -158,16 +151,12 @@ class PrimaPolicy:
         awaiting_mask = unknown.copy()
         for k in np.flatnonzero(unknown).tolist():
             awaiting_mask[k] = active[k] not in self._initial
-        awaiting = [i for i, a in zip(active, awaiting_mask.tolist(), strict=True) if a]
+        awaiting = _pick(active, np.flatnonzero(awaiting_mask))
         serve = np.flatnonzero(~awaiting_mask)
-        ids = [active[k] for k in serve] if awaiting else active
+        ids = _pick(active, serve)
         util = util_all[serve]
         sf_probe = np.where(unknown, 0.0, sf_est)[serve]
-        rt_meas = (
-            [o[k].mean_rt_seconds for k in serve.tolist()]
-            if awaiting
-            else [x.mean_rt_seconds for x in o]
-        )
+        rt_meas = _pick([x.mean_rt_seconds for x in o], serve)
         self._calibrate(ids, util, sf_probe, rt_meas)
         self._expire_calibration(ids, sf_probe)
         sf = sf_probe
@@ -196,7 +185,11 @@ class PrimaPolicy:
                 "util_pct": util.tolist(),
                 "sf": sf.tolist(),
                 "sf_probe": _nan_to_none(sample[serve]),
-                "sf_calibrated": [i in self.calibrated_sf_ for i in ids],
+                "sf_calibrated": (
+                    [i in self.calibrated_sf_ for i in ids]
+                    if self.calibrated_sf_
+                    else [False] * len(ids)
+                ),
                 "u_int_pct": u_int.value.tolist(),
                 "u_max_pct": u_max.value.tolist(),
                 "predicted_rt_s": rt_now.value.tolist(),
@@ -538,7 +531,35 @@ def _names(ids: list[str], shown: int = 5) -> str:
 
 
 def _nan_to_none(a: FloatArray) -> list[float | None]:
-    return [None if math.isnan(x) else x for x in a.tolist()]
+    out: list[float | None] = a.tolist()
+    for k in np.flatnonzero(np.isnan(a)).tolist():
+        out[k] = None
+    return out
+
+
+def _pick(items: list[T], at: NDArray[np.intp]) -> list[T]:
+    """``[items[k] for k in at]`` for positions ``at`` in increasing order (``items`` itself,
+    not a copy, when they are all of them)."""
+    if at.size == len(items):
+        return items
+    return [items[k] for k in at.tolist()]
+
+
+def _reported(values: list[float | None]) -> tuple[FloatArray, NDArray[np.intp]]:
+    """The values as floats (NaN for ``None``), and the positions of those not ``None`` (a NaN
+    reported is a value, if a bad one)."""
+    out = np.array(values, dtype=float)
+    missing = np.isnan(out)
+    for k in np.flatnonzero(missing).tolist():
+        missing[k] = values[k] is None
+    return out, np.flatnonzero(~missing)
+
+
+def _sum_reported(values: list[float | None]) -> float:
+    """``sum(v or 0.0 for v in values)``: the values added in order, ``None`` as 0.0."""
+    if None in values:
+        return float(sum([0.0 if v is None else v for v in values]))
+    return float(sum(cast("list[float]", values)))
 
 
 def instance_rows(detail: Mapping[str, object]) -> dict[str, dict[str, object]]:
