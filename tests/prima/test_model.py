@@ -169,3 +169,26 @@ def test_capacity_with_a_level_im_matches_the_closed_form(u_int: float) -> None:
 def test_level_im_refuses_half_given_levels() -> None:
     with pytest.raises(InputError, match="both U and its level"):
         InterferenceModel().fit([10.0, 20.0], [0.0, 0.1], util_pct=[5.0, 5.0])
+
+
+def test_one_shared_curve_reads_the_same_as_a_curve_per_query() -> None:
+    """The one-group IM searches its curve once per query instead of comparing against a copy
+    of it per query: the same numbers to the bit, knots, NaN and out-of-range included."""
+    im = sb.linear_bundle().im
+    row = im.sf_[0]
+    rng = np.random.default_rng(3)
+    s = np.concatenate([row, rng.uniform(-1.0, row[-1] + 1.0, 500), [np.nan, np.inf, -np.inf]])
+    u = np.concatenate([im.total_util_pct_, rng.uniform(-10.0, 200.0, s.size - row.size)])
+    u[-3:] = [np.nan, np.inf, -np.inf]
+    rows = np.broadcast_to(row, (s.size, row.size))
+    x = im.total_util_pct_
+    for side in ("left", "right"):
+        shared = InterferenceModel._crossing(x, row, s, side)
+        per_query = InterferenceModel._crossing(x, rows, s, side)
+        assert shared.tobytes() == per_query.tobytes()
+    with np.errstate(invalid="ignore"):
+        got = im.predict(u, np.zeros(u.size)).value
+        j = np.clip(np.searchsorted(x, u, side="right") - 1, 0, x.size - 2)
+        a = np.clip((u - x[j]) / (x[j + 1] - x[j]), 0.0, 1.0)
+        want = (1.0 - a) * rows[np.arange(u.size), j] + a * rows[np.arange(u.size), j + 1]
+    assert got.tobytes() == want.tobytes()

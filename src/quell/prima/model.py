@@ -193,13 +193,14 @@ class InterferenceModel:
         return mean_u, np.maximum(np.asarray(fitted.x, dtype=float), 0.0)
 
     def _blend(self, util_pct: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray, BoolArray]:
-        """For each query U: its curve on ``total_util_pct_`` (rows), the U_total range that
-        curve was measured over, and whether U lies outside the groups' range."""
+        """For each query U: its curve on ``total_util_pct_`` (rows; with one group, the one
+        curve every query shares, 1-D), the U_total range that curve was measured over, and
+        whether U lies outside the groups' range."""
         lv = self.level_util_pct_
         if lv.size == 1:
             n = util_pct.size
             return (
-                np.broadcast_to(self.sf_[0], (n, self.sf_.shape[1])),
+                self.sf_[0],
                 np.full(n, self.lo_pct_[0]),
                 np.full(n, self.hi_pct_[0]),
                 np.zeros(n, dtype=bool),
@@ -227,9 +228,8 @@ class InterferenceModel:
         rows, lo, hi, off = self._blend(own)
         g = self.total_util_pct_
         j = np.clip(np.searchsorted(g, u, side="right") - 1, 0, g.size - 2)
-        n = np.arange(u.size)
         a = np.clip((u - g[j]) / (g[j + 1] - g[j]), 0.0, 1.0)
-        value = (1.0 - a) * rows[n, j] + a * rows[n, j + 1]
+        value = (1.0 - a) * _at(rows, j) + a * _at(rows, j + 1)
         return Query(value, (u < lo) | (u > hi) | off)
 
     def inverse(self, sf: float | FloatArray, near_util_pct: float | FloatArray) -> Query:
@@ -240,30 +240,50 @@ class InterferenceModel:
         s, near = np.broadcast_arrays(_as_array(sf), _as_array(near_util_pct))
         x = self.total_util_pct_
         rows, _, _, off = self._blend(near)
-        top = rows[:, -1]
+        top = rows[..., -1]
         clamped = (s > top) | off  # below the lowest SF is just "no more interference than that"
-        sc = np.clip(s, rows[:, 0], top)
+        sc = np.clip(s, rows[..., 0], top)
         lo = self._crossing(x, rows, sc, side="left")
         hi = self._crossing(x, rows, sc, side="right")
         return Query(np.clip(near, lo, hi), clamped)
 
     @staticmethod
     def _crossing(x: FloatArray, rows: FloatArray, s: FloatArray, side: str) -> FloatArray:
-        """Per row, the smallest (``left``) or largest (``right``) U_total at which the row
-        equals ``s`` (within the row's SF range). Between knots k−1 and k with
-        y[k−1] < s ≤ y[k] (left) or y[k−1] ≤ s < y[k] (right), interpolate linearly."""
-        below = rows < s[:, None] if side == "left" else rows <= s[:, None]
-        k = below.sum(axis=1)  # rows are non-decreasing: the insertion point
+        """Per row (or on the one row all share), the smallest (``left``) or largest
+        (``right``) U_total at which the row equals ``s`` (within the row's SF range). Between
+        knots k−1 and k with y[k−1] < s ≤ y[k] (left) or y[k−1] ≤ s < y[k] (right),
+        interpolate linearly."""
+        k = _count_below(rows, s, side)  # rows are non-decreasing: the insertion point
         edge = k == 0 if side == "left" else k == x.size
         k = np.clip(k, 1, x.size - 1)
-        n = np.arange(s.size)
-        y0, y1, x0, x1 = rows[n, k - 1], rows[n, k], x[k - 1], x[k]
+        y0, y1, x0, x1 = _at(rows, k - 1), _at(rows, k), x[k - 1], x[k]
         with np.errstate(divide="ignore", invalid="ignore"):
             frac = np.where(y1 > y0, (s - y0) / (y1 - y0), 1.0)
         out: FloatArray = np.where(
             edge, x[0] if side == "left" else x[-1], x0 + np.clip(frac, 0.0, 1.0) * (x1 - x0)
         )
         return out
+
+
+def _at(rows: FloatArray, k: NDArray[np.intp]) -> FloatArray:
+    """Element ``k[n]`` of row ``n`` (of the one row when ``rows`` is 1-D)."""
+    if rows.ndim == 1:
+        return rows[k]
+    out: FloatArray = rows[np.arange(k.size), k]
+    return out
+
+
+def _count_below(rows: FloatArray, s: FloatArray, side: str) -> NDArray[np.intp]:
+    """Per query, how many values of its row are below ``s[n]`` (``left``) or at most it
+    (``right``). On one shared non-decreasing row that is a binary search (NaN compares below
+    nothing); else a count over the rows."""
+    if rows.ndim == 1 and bool(np.all(rows[1:] >= rows[:-1])):
+        k = np.searchsorted(rows, s, side="left" if side == "left" else "right")
+        k[np.isnan(s)] = 0
+        return k
+    below = rows < s[:, None] if side == "left" else rows <= s[:, None]
+    out: NDArray[np.intp] = below.sum(axis=1)
+    return out
 
 
 class CapacityModel:
