@@ -249,8 +249,10 @@ class Fleet:
         changed = np.flatnonzero(cur != w)
         if changed.size == 0:
             return ()
-        names = [ids[k] for k in changed.tolist()]
-        values = w[changed].tolist()
+        if changed.size == len(ids):
+            names, values = ids, w.tolist()
+        else:
+            names, values = [ids[k] for k in changed.tolist()], w[changed].tolist()
         have.update(zip(names, values, strict=True))
         return tuple(map(SetWeight, names, values))
 
