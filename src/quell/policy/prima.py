@@ -31,7 +31,7 @@ from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field
 
 from quell.core.action import Action, Decision, SetWeight
-from quell.core.observation import Snapshot
+from quell.core.observation import Observation, Snapshot
 from quell.policy.context import PolicyContext, parse_params
 from quell.policy.fleet import Fleet, proportional_array
 from quell.prima.bundle import ModelBundle, load_bundle
@@ -133,16 +133,14 @@ class PrimaPolicy:
         active = [i for i in fleet.active if i in obs]
         if not active:
             return Decision(reason="no serving instance reported")
-        o = [obs[i] for i in active]
-        util_opt = [x.util_pct for x in o]
-        if None in util_opt:  # a missing utilisation is not a zero one: decide on nothing
-            silent = [i for i, u in zip(active, util_opt, strict=True) if u is None]
-            return Decision(reason=f"no utilisation from {', '.join(silent)}: holding")
-        util_all = np.asarray(util_opt, dtype=float)
-        total_u = _sum_reported([x.util_pct for x in obs.values()])
-        probe, fresh = _reported([x.extra.get(PROBE_KEY) for x in o])
+        seen = _read(obs, active)
+        if isinstance(seen, list):  # a missing utilisation is not a zero one: decide on nothing
+            return Decision(reason=f"no utilisation from {', '.join(seen)}: holding")
+        total_u, fresh = seen.total_util_pct, seen.fresh
         sample = np.full(len(active), np.nan)
-        sample[fresh] = self.severity_.add(_pick(active, fresh), probe[fresh], util_all[fresh])
+        sample[fresh] = self.severity_.add(
+            _pick(active, fresh), seen.probe_s[fresh], seen.util_pct[fresh]
+        )
         if len(self.severity_) > len(obs) + len(fleet.pending_add):
             self.severity_.forget(set(obs))
         sf_est = self.severity_.get(active)
@@ -154,22 +152,27 @@ class PrimaPolicy:
         awaiting = _pick(active, np.flatnonzero(awaiting_mask))
         serve = np.flatnonzero(~awaiting_mask)
         ids = _pick(active, serve)
-        util = util_all[serve]
+        util = seen.util_pct[serve]
         sf_probe = np.where(unknown, 0.0, sf_est)[serve]
-        rt_meas = _pick([x.mean_rt_seconds for x in o], serve)
+        rt_meas = _pick(seen.rt_s, serve)
         self._calibrate(ids, util, sf_probe, rt_meas)
         self._expire_calibration(ids, sf_probe)
         sf = sf_probe
+        calibrated = np.zeros(len(ids), dtype=bool)
         if self.calibrated_sf_:
             cal = np.fromiter(
                 (self.calibrated_sf_.get(i, 0.0) for i in ids), dtype=float, count=len(ids)
             )
             sf = np.maximum(sf_probe, cal)
+            calibrated = np.fromiter(
+                (i in self.calibrated_sf_ for i in ids), dtype=bool, count=len(ids)
+            )
         u_int, u_max = self.capacity_.capacity(util, sf)
         rt_now = self.capacity_.predict_rt(util, u_int.value)
         cap_sum = float(u_max.value.sum())
         coming = sorted(fleet.pending_add) + awaiting
         planned = cap_sum + len(coming) * self.new_capacity_pct
+        columns: dict[str, object] = {}
         detail: dict[str, object] = {
             "total_util_pct": total_u,
             "capacity_sum_pct": cap_sum,
@@ -179,62 +182,69 @@ class PrimaPolicy:
             "pending_add": sorted(fleet.pending_add),
             "awaiting_sf": awaiting,
             "expired_add": list(fleet.expired_),
-            "instances": {
-                # One list per quantity, in the order of ``id`` (cheap for 10,000 instances).
+            "instances": columns,
+        }
+        if ids:
+            demand = total_u * (1.0 + self.params.safety_factor)
+            shortfall = demand > planned
+            load = (
+                f"U={total_u:.1f}%"
+                if self.params.safety_factor == 0
+                else f"U×{1 + self.params.safety_factor:g}={demand:.1f}%"
+            )
+            state = (
+                f"{load} {'exceeds' if shortfall else 'within'} ΣU_max={cap_sum:.1f}% "
+                f"of {len(ids)} instance(s)"
+            )
+            if coming:
+                state += f" + {len(coming)} on the way at {self.new_capacity_pct:.1f}% each"
+            now = _Interval(ids, total_u, util, u_max.value, u_int.value, state, detail)
+            decision = self._act(now, planned, coming, shortfall)
+        else:
+            decision = Decision(
+                reason=f"waiting for {', '.join(coming)} to report its SF", detail=detail
+            )
+        # One list per quantity, in the order of ``id``, made last: made before the weights,
+        # 10,000-long lists are walked by the garbage collections their SetWeights set off.
+        columns.update(
+            {
                 "id": ids,
                 "util_pct": util.tolist(),
                 "sf": sf.tolist(),
                 "sf_probe": _nan_to_none(sample[serve]),
-                "sf_calibrated": (
-                    [i in self.calibrated_sf_ for i in ids]
-                    if self.calibrated_sf_
-                    else [False] * len(ids)
-                ),
+                "sf_calibrated": calibrated.tolist(),
                 "u_int_pct": u_int.value.tolist(),
                 "u_max_pct": u_max.value.tolist(),
                 "predicted_rt_s": rt_now.value.tolist(),
                 "measured_rt_s": rt_meas,
                 "clamped": (u_max.clamped | rt_now.clamped).tolist(),
-            },
-        }
-        if not ids:
-            return Decision(
-                reason=f"waiting for {', '.join(coming)} to report its SF", detail=detail
-            )
-        demand = total_u * (1.0 + self.params.safety_factor)
-        shortfall = demand > planned
-        load = (
-            f"U={total_u:.1f}%"
-            if self.params.safety_factor == 0
-            else f"U×{1 + self.params.safety_factor:g}={demand:.1f}%"
+            }
         )
-        state = (
-            f"{load} {'exceeds' if shortfall else 'within'} ΣU_max={cap_sum:.1f}% "
-            f"of {len(ids)} instance(s)"
-        )
-        if coming:
-            state += f" + {len(coming)} on the way at {self.new_capacity_pct:.1f}% each"
+        return decision
+
+    def _act(self, now: _Interval, planned: float, coming: list[str], shortfall: bool) -> Decision:
+        """Weights ∝ capacity every interval; scale out after a steady shortfall, or go on to
+        see whether fewer instances would do."""
         self._short_votes.append(shortfall)
         short_runs = sum(self._short_votes) if shortfall else 0
         if self.trial_:
-            serving = set(ids)
+            serving = set(now.ids)
             self.trial_ = tuple(i for i in self.trial_ if i in serving)
-        if shortfall:
-            self._excess_votes.append(False)
-            if self.trial_:  # even with the instances on trial back there is too little
-                self._end_trial(failed=True)
-            weights = self._weights(ids, u_max.value, u_int.value, total_u)
-            weighting = self._weighting(u_max.value, total_u)
-            if short_runs <= self.params.wait_intervals:
-                return Decision(
-                    weights,
-                    reason=f"{state}: waiting "
-                    f"({short_runs}/{self.params.wait_intervals + 1}); {weighting}",
-                    detail=detail,
-                )
-            return self._scale_out(total_u, planned, state, weights, weighting, detail)
-        now = _Interval(ids, total_u, util, u_max.value, u_int.value, state, detail)
-        return self._distribute(now, coming)
+        if not shortfall:
+            return self._distribute(now, coming)
+        self._excess_votes.append(False)
+        if self.trial_:  # even with the instances on trial back there is too little
+            self._end_trial(failed=True)
+        weights = self._weights(now.ids, now.u_max, now.u_int, now.total_u)
+        weighting = self._weighting(now.u_max, now.total_u)
+        if short_runs <= self.params.wait_intervals:
+            return Decision(
+                weights,
+                reason=f"{now.state}: waiting "
+                f"({short_runs}/{self.params.wait_intervals + 1}); {weighting}",
+                detail=now.detail,
+            )
+        return self._scale_out(now.total_u, planned, now.state, weights, weighting, now.detail)
 
     def _scale_out(
         self,
@@ -512,6 +522,36 @@ class _Interval:
     u_int: FloatArray
     state: str
     detail: dict[str, object]
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """What a snapshot says of the active instances (in their order) and of its total load."""
+
+    util_pct: FloatArray
+    probe_s: FloatArray
+    """NaN where the probe did not report."""
+    fresh: NDArray[np.intp]
+    """Where it did."""
+    rt_s: list[float | None]
+    total_util_pct: float
+    """U: the utilisations of every instance the snapshot shows, added up."""
+
+
+def _read(obs: Mapping[str, Observation], active: list[str]) -> _Reading | list[str]:
+    """The reading of the active instances, or the ids of those without a utilisation."""
+    o = [obs[i] for i in active]
+    util = [x.util_pct for x in o]
+    if None in util:
+        return [i for i, u in zip(active, util, strict=True) if u is None]
+    probe_s, fresh = _reported([x.extra.get(PROBE_KEY) for x in o])
+    return _Reading(
+        np.asarray(util, dtype=float),
+        probe_s,
+        fresh,
+        [x.mean_rt_seconds for x in o],
+        _sum_reported([x.util_pct for x in obs.values()]),
+    )
 
 
 def _without(ids: list[str], drop: Sequence[str]) -> tuple[NDArray[np.bool_], list[str]]:
