@@ -397,7 +397,10 @@ class CapacityModel:
     def capacity_for(self, u_int_pct: FloatArray) -> Query:
         """U_max for the given neighbour loads (flagged beyond the tabulated range)."""
         g = self.u_int_grid_
-        edge = np.interp(u_int_pct, g, self.at_model_edge_.astype(float)) > 0
+        if self.at_model_edge_.any():
+            edge = np.interp(u_int_pct, g, self.at_model_edge_.astype(float)) > 0
+        else:  # the usual case: no neighbour load leaves the model's highest U under R_th
+            edge = np.zeros(np.shape(u_int_pct), dtype=bool)
         clamped = (u_int_pct > g[-1]) | edge
         return Query(np.interp(u_int_pct, g, self.u_max_pct_), clamped)
 
@@ -418,11 +421,14 @@ class CapacityModel:
         js = np.minimum(fs.astype(np.int64), sg.size - 2)
         a, b = fu - iu, fs - js
         t = self.rt_table_s_
+        row = t.shape[1]
+        at = iu * row + js  # t[iu, js] in the flat table: one gather each instead of a 2-D one
+        flat = t.ravel()
         rt = (
-            t[iu, js] * (1 - a) * (1 - b)
-            + t[iu + 1, js] * a * (1 - b)
-            + t[iu, js + 1] * (1 - a) * b
-            + t[iu + 1, js + 1] * a * b
+            flat[at] * (1 - a) * (1 - b)
+            + flat[at + row] * a * (1 - b)
+            + flat[at + 1] * (1 - a) * b
+            + flat[at + row + 1] * a * b
         )
         return Query(rt, clamped)
 
