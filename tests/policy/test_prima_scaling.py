@@ -128,6 +128,34 @@ def test_a_shortfall_that_noise_interrupts_still_scales_out(tmp_path: Path) -> N
     assert adds(d) == ["n1"]
 
 
+def test_util_window_plans_on_the_mean_of_the_last_intervals(tmp_path: Path) -> None:
+    # U_max 45 %: one second at 50 % between seconds at 40 % is noise with a window of 3
+    # (mean 43.3 %), a shortfall without one.
+    swings = [(10, 40.0), (20, 40.0), (30, 50.0)]
+    plain = policy(tmp_path, 1, wait_intervals=0)
+    windowed = policy(tmp_path, 1, wait_intervals=0, util_window=3)
+    for t, u in swings:
+        d_plain = plain.decide(at(t, obs(t, "i1", u, u)))
+        d_win = windowed.decide(at(t, obs(t, "i1", u, u)))
+    assert adds(d_plain) == ["n1"]
+    assert adds(d_win) == [] and "U=43.3% within" in d_win.reason
+    assert instance_rows(d_win.detail)["i1"]["util_pct"] == pytest.approx(130.0 / 3)
+    # A load that stays up is acted on once it fills the window's mean: 40, 50, 50 → 46.7 %.
+    d_win = windowed.decide(at(40, obs(40, "i1", 50.0, 50.0)))
+    assert adds(d_win) == ["n1"] and "U=46.7% exceeds" in d_win.reason
+
+
+def test_util_window_reads_sf_at_the_intervals_own_utilisation(tmp_path: Path) -> None:
+    # No neighbour: U swings 20 → 40 %; the probe at each U reads SF 0 against R_iso(U) there,
+    # so the window must not read it against the mean U (which would see a neighbour).
+    p = policy(tmp_path, 1, wait_intervals=0, util_window=3)
+    for t, u in ((10, 20.0), (20, 40.0)):
+        d = p.decide(at(t, obs(t, "i1", u, u)))
+    row = instance_rows(d.detail)["i1"]
+    assert row["util_pct"] == pytest.approx(30.0)
+    assert row["sf_probe"] == pytest.approx(0.0, abs=1e-9)
+
+
 def test_a_new_instance_weaker_than_expected_brings_one_more(tmp_path: Path) -> None:
     p = policy(tmp_path, 4, wait_intervals=0)
     p.decide(at(10, *[obs(10, f"i{k}", 75.0, 75.0) for k in range(1, 5)]))

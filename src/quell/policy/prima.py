@@ -34,6 +34,7 @@ from quell.core.action import Action, Decision, SetWeight
 from quell.core.observation import Observation, Snapshot
 from quell.policy.context import PolicyContext, parse_params
 from quell.policy.fleet import Fleet, proportional_array
+from quell.policy.window import UtilWindow
 from quell.prima.bundle import ModelBundle, load_bundle
 from quell.prima.model import CapacityModel
 from quell.probe.severity import PROBE_KEY, SeverityEstimator
@@ -63,7 +64,8 @@ class PrimaParams(BaseModel):
     read at their new loads, still carry it; else restore the weights and wait twice as long
     before trying again. An instance with little load cannot show a neighbour below the IM's
     knee; a trial shows it before anything is lost. 0: remove at once, as the paper does.
-    Default: ``sf_window`` + 1 (the probe samples that read the new load)."""
+    Default: the larger of ``sf_window`` and ``util_window``, + 1 (until both read the new
+    load)."""
     safety_instances: Annotated[int, Field(ge=0, le=1000)] = 0
     """Extra instances kept beyond what the load needs (the paper's factor of safety)."""
     safety_factor: Annotated[float, Field(ge=0, le=10)] = 0.0
@@ -78,6 +80,10 @@ class PrimaParams(BaseModel):
     predicted response time (the worst instance suffers least, but more of them miss R_th)."""
     sf_window: Annotated[int, Field(ge=1, le=100)] = 3
     """SF of an instance: median of its last this many probe samples (1: the last sample)."""
+    util_window: Annotated[int, Field(ge=1, le=100)] = 1
+    """U of an instance (and the total load): mean of its last this many intervals' utilisations
+    (1: this interval's, as the paper with its 10 s period). The probe's SF is always read at
+    the interval's own U."""
     calibrate: bool = True
     calibration_delta: Annotated[float, Field(gt=0, lt=1)] = 0.10
 
@@ -97,6 +103,7 @@ class PrimaPolicy:
         """U_max of an interference-free instance: what a new instance is expected to add."""
         self.severity_ = SeverityEstimator(bundle.probe_table, params.sf_window)
         self.fleet_ = Fleet.from_context(ctx)
+        self.util_window_ = UtilWindow(params.util_window) if params.util_window > 1 else None
         self.calibrated_sf_: dict[str, float] = {}
         self.calibrated_at_sf_: dict[str, float] = {}
         """The probe's SF of each instance when its SF was revised."""
@@ -110,7 +117,8 @@ class PrimaPolicy:
             maxlen=2 * (self._wait_in + 1) * (1 << MAX_TRIAL_BACKOFF) + 1
         )
         trial = params.scale_in_trial_intervals
-        self._trial_len = params.sf_window + 1 if trial is None else trial
+        settle = max(params.sf_window, params.util_window) + 1
+        self._trial_len = settle if trial is None else trial
         self.trial_: tuple[str, ...] = ()
         """Instances at weight 0 while the others try to carry the load without them."""
         self._trial_runs = 0
@@ -137,6 +145,13 @@ class PrimaPolicy:
         if isinstance(seen, list):  # a missing utilisation is not a zero one: decide on nothing
             return Decision(reason=f"no utilisation from {', '.join(seen)}: holding")
         total_u, fresh = seen.total_util_pct, seen.fresh
+        util_plan = seen.util_pct
+        if self.util_window_ is not None:
+            mean_u = self.util_window_.update(
+                {i: x.util_pct for i, x in obs.items() if x.util_pct is not None}
+            )
+            util_plan = np.fromiter((mean_u[i] for i in active), dtype=float, count=len(active))
+            total_u = float(sum(mean_u.values()))
         sample = np.full(len(active), np.nan)
         sample[fresh] = self.severity_.add(
             _pick(active, fresh), seen.probe_s[fresh], seen.util_pct[fresh]
@@ -152,7 +167,7 @@ class PrimaPolicy:
         awaiting = _pick(active, np.flatnonzero(awaiting_mask))
         serve = np.flatnonzero(~awaiting_mask)
         ids = _pick(active, serve)
-        util = seen.util_pct[serve]
+        util = util_plan[serve]
         sf_probe = np.where(unknown, 0.0, sf_est)[serve]
         rt_meas = _pick(seen.rt_s, serve)
         self._calibrate(ids, util, sf_probe, rt_meas)
