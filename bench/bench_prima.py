@@ -3,9 +3,9 @@
 A synthetic bundle (a plane RTM and a hinge IM, as in tests/prima/bundles.py) and a snapshot
 of 10,000 instances with random utilisations and neighbour loads; the policy decides on it 30
 times (after one warm-up decision) and the median is reported. Scale-in is held off
-(``scale_in_wait_intervals``) so every decision weighs all 10,000 instances; the first one asks
-for the instances the shortfall needs, which never appear (the snapshots are fixed) and stay
-pending. Peer, in the same run on the
+(``scale_in_wait_intervals``) so every decision weighs all 10,000 instances: the load (about
+225,000 %) is well within their capacities (about 400,000 %), so each timed decision computes
+every capacity, weights all instances and waits to scale in. Peer, in the same run on the
 same snapshots: the round-robin policy, which walks the same instances and emits weights but
 computes no capacities; the ratio PRIMA/RR is the price of the models."""
 
