@@ -46,8 +46,7 @@ def render_report(run_dir: Path) -> tuple[dict[str, Any], Path]:
         summary = summarize(store)
         observations = store.observations()
         events = store.events()
-        decisions = store.decisions()
-        details = [d for _, d in store.decision_details()]
+        log = store.decision_log()
     except sqlite3.DatabaseError as exc:
         raise _bad(run_dir, f"unreadable run store: {exc}") from None
     except (ValueError, TypeError) as exc:  # JSONDecodeError is a ValueError
@@ -59,6 +58,8 @@ def render_report(run_dir: Path) -> tuple[dict[str, Any], Path]:
     try:
         out_dir.mkdir(exist_ok=True)
         plots = write_plots(observations, phases, events, out_dir)
+        decisions = [(t, p, r, a) for t, p, r, a, _ in log]
+        details = [d for *_, d in log]
         page = render_html(summary, plots, events, decisions, out_dir, details)
         (out_dir / INDEX_HTML).write_text(page, encoding="utf-8")
     except OSError as exc:

@@ -235,6 +235,16 @@ class RunStore:
         )
         return [(t, p, r, json.loads(a)) for t, p, r, a in rows]
 
+    def decision_log(
+        self,
+    ) -> list[tuple[float, str, str, list[dict[str, Any]], dict[str, Any]]]:
+        """Every decision with its detail, read in one query: a run still writing cannot
+        slip a decision between two reads and shift one list against the other."""
+        rows = self._conn.execute(
+            "SELECT time_s, policy, reason, actions, detail FROM decisions ORDER BY time_s, rowid"
+        )
+        return [(t, p, r, json.loads(a), json.loads(d)) for t, p, r, a, d in rows]
+
     def decision_details(self) -> list[tuple[float, dict[str, Any]]]:
         """(time, structured detail) of every decision: the numbers behind its reason."""
         rows = self._conn.execute("SELECT time_s, detail FROM decisions ORDER BY time_s, rowid")
