@@ -127,13 +127,13 @@ def lab_compare(
         build_policy(s.policy, s, path.parent)
     runs: list[tuple[str, Path]] = []
     for s in runs_of:
-        label = f"{scenario.name} ({s.policy.name})"
+        label = f"{scenario.name} ({s.policy.key})"
         summary = run_lab(
             s, path, runs_dir, functools.partial(progress_bar, scenario.duration_s, label)
         )
         run_dir = Path(summary["run_dir"])
         render_report(run_dir)
-        runs.append((s.policy.name, run_dir))
+        runs.append((s.policy.key, run_dir))
     result = comparison(scenario, runs)
     cmp_dir = new_run_dir(runs_dir, scenario, "lab-compare")
     cmp_dir.mkdir(parents=True)

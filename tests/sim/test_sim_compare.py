@@ -80,3 +80,21 @@ def test_bad_policy_params_exit_2_before_any_run(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "bogus" in proc.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_one_policy_twice_under_labels_runs_both(tmp_path: Path) -> None:
+    # threshold at 20 % scales out on this load (~48 % of two links); at 90 % it never does.
+    two = {
+        **SCENARIO,
+        "policy": {"name": "threshold", "label": "eager", "params": {"scale_out_util_pct": 20}},
+        "compare": [{"name": "threshold", "label": "lazy", "params": {"scale_out_util_pct": 90}}],
+    }
+    path = tmp_path / "two.yaml"
+    path.write_text(yaml.safe_dump(two))
+    proc = compare(path, tmp_path / "runs")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout.strip().splitlines()[-1])
+    eager, lazy = doc["policies"]
+    assert (eager["policy"], lazy["policy"]) == ("eager", "lazy")
+    assert Path(eager["run_dir"]).name == "eager" and Path(lazy["run_dir"]).name == "lazy"
+    assert eager["scaling_actions"] >= 1 and lazy["scaling_actions"] == 0

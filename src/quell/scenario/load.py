@@ -108,10 +108,12 @@ def check_scenario(s: Scenario) -> list[Problem]:
                 problems.append(Problem(where, f"unknown host {h!r}"))
             elif link_of[h] is None:
                 problems.append(Problem(where, f"host {h!r} has no link_mbit"))
-    names = [s.policy.name] + [p.name for p in s.compare]
+    names = [s.policy.key] + [p.key for p in s.compare]
     for dup, n in Counter(names).items():
         if n > 1:
-            problems.append(Problem("compare", f"policy {dup!r} is listed {n} times"))
+            problems.append(
+                Problem("compare", f"{dup!r} names {n} runs: give each a distinct label")
+            )
     known_ants = set(ant_ids)
     running: set[str] = set()
     phase_names = [s.initial_phase]

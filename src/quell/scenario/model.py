@@ -126,6 +126,13 @@ class PolicySpec(Strict):
 
     name: PolicyName = "static"
     params: dict[str, float | int | str | bool] = {}
+    label: Identifier | None = None
+    """What a comparison calls this run (default: the policy's name), so ``compare`` can list
+    one policy twice with different parameters."""
+
+    @property
+    def key(self) -> str:
+        return self.label or self.name
 
 
 class ProbeSpec(Strict):

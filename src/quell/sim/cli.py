@@ -166,7 +166,7 @@ def sim_compare(
     total = scenario.duration_s * len(runs)
     with progress_bar(total, scenario.name) as progress:
         for k, (scn, policy) in enumerate(zip(runs, policies, strict=True)):
-            name = scn.policy.name
+            name = scn.policy.key
             offset = k * scenario.duration_s
 
             def step(done_s: float, phase: str, offset: float = offset, name: str = name) -> None:
