@@ -236,8 +236,10 @@ def test_scale_in_tries_the_kept_instances_before_removing(tmp_path: Path) -> No
     for t in (20, 30, 40):  # i1 and i2 carry 21 % each: no neighbour shows
         d = p.decide(at(t, obs(t, "i1", 21.0, 21.0), obs(t, "i2", 21.0, 21.0), obs(t, "i3", 0, 0)))
         assert removes(d) == [] and "carry their U=42.0%" in d.reason
-    d = p.decide(at(50, obs(50, "i1", 21.0, 21.0), obs(50, "i2", 21.0, 21.0), obs(50, "i3", 0, 0)))
-    assert removes(d) == ["i3"] and "scale in" in d.reason and p.trial_ == ()
+    d = p.decide(at(50, obs(50, "i1", 21.0, 21.0), obs(50, "i2", 21.0, 21.0), obs(50, "i3", 4, 4)))
+    assert removes(d) == ["i3"] and p.trial_ == ()
+    # Judged on the kept ones' own 42 %, not on U = 46 % with i3's probe still in it.
+    assert "carried their U=42.0% through the trial: scale in" in d.reason
 
 
 def test_a_trial_counts_the_kept_instances_own_load(tmp_path: Path) -> None:

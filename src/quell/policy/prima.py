@@ -373,7 +373,7 @@ class PrimaPolicy:
         if self._trial_runs >= self._trial_len and not short:
             drop = list(self.trial_)
             self.trial_ = ()
-            return self._remove(ids, total_u, u_max, u_int, drop, detail)
+            return self._remove(ids, total_u, u_max, u_int, drop, detail, trial_u=kept_u)
         detail["kept"] = keep
         detail["removed"] = []
         self._watch(keep, total_u, u_max[keep_mask], u_int[keep_mask])
@@ -404,7 +404,10 @@ class PrimaPolicy:
         u_int: FloatArray,
         drop: list[str],
         detail: dict[str, object],
+        trial_u: float | None = None,
     ) -> Decision:
+        """Remove ``drop``. ``trial_u``: the kept instances' own load at the end of a passed
+        trial (what they were judged on), else they were judged on U with the headroom."""
         keep_mask, keep = _without(ids, drop)
         actions: list[Action] = list(
             self._weights(keep, u_max[keep_mask], u_int[keep_mask], total_u)
@@ -422,8 +425,13 @@ class PrimaPolicy:
         self._watch(keep, total_u, u_max[keep_mask], u_int[keep_mask])
         return Decision(
             tuple(actions),
-            reason=f"{len(keep)} instance(s) with ΣU_max={cap_keep:.1f}% carry U={total_u:.1f}% "
-            f"with {self.params.scale_in_headroom:.0%} to spare: scale in, removing "
+            reason=f"{len(keep)} instance(s) with ΣU_max={cap_keep:.1f}% "
+            + (
+                f"carry U={total_u:.1f}% with {self.params.scale_in_headroom:.0%} to spare"
+                if trial_u is None
+                else f"carried their U={trial_u:.1f}% through the trial"
+            )
+            + ": scale in, removing "
             f"{len(removed)} ({_names(removed)}); {self._weighting(u_max[keep_mask], total_u)}",
             detail=detail,
         )
