@@ -145,7 +145,7 @@ def lab_section(c: dict[str, Any], source: str) -> list[str]:
     for name in names:
         cells = [
             (", ".join(f"{i} {rt * 1e3:.1f}" for i, rt in p["mean_rt_s"].items()) or "-")
-            + f" (from {p['settled_from_s']:g} s)"
+            + f" (from {p['settled_from_s']:.0f} s)"
             for p in c["policies"][name]["phases"]
         ]
         out.append(f"| {name} | " + " | ".join(cells) + " |")
