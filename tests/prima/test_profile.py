@@ -169,3 +169,19 @@ def test_a_profile_spec_with_problems_lists_them_all(tmp_path: Path) -> None:
         load_profile_spec(bad)
     msg = str(info.value)
     assert "util_levels_pct" in msg and "cell_s" in msg
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted(p for p in SPEC.parent.glob("profile-*.yaml") if not p.name.startswith("profile-base")),
+    ids=lambda p: p.name,
+)
+def test_every_shipped_profile_spec_loads_with_its_base_scenario(path: Path) -> None:
+    spec, base = load_profile_spec(path)
+    assert grid_cells(spec) >= 2 * len(spec.util_levels_pct)
+    assert base.instances and base.probe is not None
+    for point in spec.holdout:  # held-out points lie inside the measured grid, off its knots
+        assert min(spec.util_levels_pct) < point.util_pct < max(spec.util_levels_pct)
+        assert (point.util_pct, point.interference_mbit) not in {
+            (u, i) for u in spec.util_levels_pct for i in spec.interference_mbit
+        }
