@@ -244,8 +244,3 @@ class RunStore:
             "SELECT time_s, policy, reason, actions, detail FROM decisions ORDER BY time_s, rowid"
         )
         return [(t, p, r, json.loads(a), json.loads(d)) for t, p, r, a, d in rows]
-
-    def decision_details(self) -> list[tuple[float, dict[str, Any]]]:
-        """(time, structured detail) of every decision: the numbers behind its reason."""
-        rows = self._conn.execute("SELECT time_s, detail FROM decisions ORDER BY time_s, rowid")
-        return [(t, json.loads(d)) for t, d in rows]
