@@ -17,10 +17,12 @@ from quell.policy.fleet import PENDING_GRACE_INTERVALS, Fleet, proportional_arra
 from quell.policy.prima import PrimaPolicy, instance_rows
 from quell.policy.weights import proportional_weights
 from quell.probe import SeverityEstimator
+from quell.scenario.load import load_scenario
 from quell.scenario.model import Scaling
 from tests.policy.snapshots import flat_table, probe_for, snap
 from tests.prima import bundles as sb
 
+SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 TARGET_S = 0.025
 BOOT_S = 30.0
 CAP0 = sb.capacity(0.0, TARGET_S)  # 45 %
@@ -239,18 +241,128 @@ def test_scale_in_tries_the_kept_instances_before_removing(tmp_path: Path) -> No
     d = p.decide(at(50, obs(50, "i1", 21.0, 21.0), obs(50, "i2", 21.0, 21.0), obs(50, "i3", 4, 4)))
     assert removes(d) == ["i3"] and p.trial_ == ()
     # Judged on the kept ones' own 42 %, not on U = 46 % with i3's probe still in it.
-    assert "carried their U=42.0% through the trial: scale in" in d.reason
+    assert "carried their U=42.0% through the trial with 10% to spare: scale in" in d.reason
 
 
 def test_a_trial_counts_the_kept_instances_own_load(tmp_path: Path) -> None:
     # Two instances at 20 % each: one would do (44 % ≤ 45 %). On trial i2 still shows 4 % (its
     # probe, which leaves with it): U = 46 % exceeds i1's 45 %, but i1's own 42 % does not.
-    p = policy(tmp_path, 2, wait_intervals=0)
+    p = policy(tmp_path, 2, wait_intervals=0, scale_in_headroom=0.0)
     p.decide(at(10, obs(10, "i1", 20.0, 20.0), obs(10, "i2", 20.0, 20.0)))
     assert p.trial_ == ("i2",)
     for t in (20, 30, 40, 50):
         d = p.decide(at(t, obs(t, "i1", 42.0, 42.0), obs(t, "i2", 4.0, 4.0)))
     assert removes(d) == ["i2"]
+
+
+def test_a_trial_passes_only_with_the_headroom_to_spare(tmp_path: Path) -> None:
+    # The same trial with 10 % headroom: i1 carries its 42 % (42 x 1.1 = 46.2 % > 45 %) but
+    # not with 10 % to spare, so i2 stays and the next try waits twice as long.
+    p = policy(tmp_path, 2, wait_intervals=0, scale_in_headroom=0.1)
+    p.decide(at(10, obs(10, "i1", 19.0, 19.0), obs(10, "i2", 19.0, 19.0)))  # 38 x 1.1 ≤ 45
+    assert p.trial_ == ("i2",)
+    for t in (20, 30, 40, 50):
+        d = p.decide(at(t, obs(t, "i1", 42.0, 42.0), obs(t, "i2", 4.0, 4.0)))
+    assert removes(d) == [] and p.trial_ == () and p.trial_failures_ == 1
+    assert "carry without 10% to spare their U=42.0%: trial failed, i2 back in" in d.reason
+    p.decide(at(60, obs(60, "i1", 19.0, 19.0), obs(60, "i2", 19.0, 19.0)))
+    assert p.trial_ == ()  # the excess must now show in 2 x (0 + 1) intervals
+    p.decide(at(70, obs(70, "i1", 19.0, 19.0), obs(70, "i2", 19.0, 19.0)))
+    assert p.trial_ == ("i2",)
+
+
+def probe_policy(
+    tmp_path: Path,
+    probe_pct: dict[str, float],
+    initial: tuple[str, ...] = ("i1", "i2"),
+    **params: float | int | bool,
+) -> PrimaPolicy:
+    """Instances i<k> on h<k> (``initial``), and hosts h1..h4 to scale on, whose probes take
+    ``probe_pct`` of U per host."""
+    sb.write_linear_bundle(tmp_path / "m.json")
+    ctx = PolicyContext(
+        interval_s=10.0,
+        target_rt_s=TARGET_S,
+        scaling=Scaling(hosts=["h1", "h2", "h3", "h4"], boot_s=BOOT_S),
+        base_dir=tmp_path,
+        initial_instances={i: f"h{i[1:]}" for i in initial},
+        probe_util_pct=probe_pct,
+    )
+    params = {"wait_intervals": 0, "scale_in_trial_intervals": 0, **params}
+    return PrimaPolicy.build({"model": "m.json", **params}, ctx)
+
+
+def two_at(t: float, u: float) -> Snapshot:
+    return at(t, obs(t, "i1", u, u), obs(t, "i2", u, u))
+
+
+def test_scale_in_takes_out_the_probes_of_the_instances_that_would_leave(
+    tmp_path: Path,
+) -> None:
+    # U = 44 % on two instances, each with a 4 % probe. One alone carries 40 % (its own
+    # probe stays, i2's leaves): 40 x 1.1 = 44 % ≤ 45 %. Judged on the measured 44 % it would
+    # not (48.4 % > 45 %).
+    probes = {h: 4.0 for h in ("h1", "h2", "h3", "h4")}
+    p = probe_policy(tmp_path, probes)
+    d = p.decide(two_at(10, 22.0))
+    assert removes(d) == ["i2"] and d.detail["scale_in_load_pct"] == pytest.approx(40.0)
+    assert "(U=40.0% without the leaving instances' probes) with 10% to spare" in d.reason
+    blind = probe_policy(tmp_path, probes, probe_accounting=False)
+    assert removes(blind.decide(two_at(10, 22.0))) == []
+
+
+def test_the_leaving_probe_is_the_one_on_the_leaving_instances_host(tmp_path: Path) -> None:
+    # Equal capacities: i1 is kept, i2 leaves. U = 45 %: without i2's 8 % probe, 37 x 1.1 ≤ 45;
+    # without a 4 % one, 41 x 1.1 = 45.1 > 45.
+    other = {"h3": 4.0, "h4": 4.0}
+    p = probe_policy(tmp_path, {"h1": 4.0, "h2": 8.0, **other})
+    assert removes(p.decide(two_at(10, 22.5))) == ["i2"]
+    p = probe_policy(tmp_path, {"h1": 8.0, "h2": 4.0, **other})
+    assert removes(p.decide(two_at(10, 22.5))) == []
+
+
+def test_weights_follow_capacity_less_the_probe_each_instance_carries_anyway(
+    tmp_path: Path,
+) -> None:
+    # i1 beside a 20 % neighbour (U_max 35 %), i2 clean (45 %); 4 % probes. Weighted ∝ U_max,
+    # i1 would get 35/80 of the requests; its probe comes on top whatever its weight, so the
+    # requests split as 31 : 41.
+    probes = {h: 4.0 for h in ("h1", "h2", "h3", "h4")}
+    p = probe_policy(tmp_path, probes)
+    d = p.decide(at(10, obs(10, "i1", 28.0, 48.0), obs(10, "i2", 28.0, 28.0)))
+    rows = instance_rows(d.detail)
+    caps = [rows[i]["u_max_pct"] for i in ("i1", "i2")]
+    assert caps == [pytest.approx(sb.capacity(20.0, TARGET_S), abs=0.2), pytest.approx(CAP0)]
+    w = {a.instance_id: a.weight for a in d.actions if isinstance(a, SetWeight)}
+    expected = proportional_array(np.array(caps) - 4.0)
+    assert [w["i1"], w["i2"]] == expected.tolist()
+    blind = probe_policy(tmp_path, probes, probe_accounting=False)
+    d = blind.decide(at(10, obs(10, "i1", 28.0, 48.0), obs(10, "i2", 28.0, 28.0)))
+    w = {a.instance_id: a.weight for a in d.actions if isinstance(a, SetWeight)}
+    assert [w["i1"], w["i2"]] == proportional_array(np.array(caps)).tolist()
+
+
+def test_scale_out_counts_the_probe_each_new_instance_brings(tmp_path: Path) -> None:
+    # One instance at U = 88 % (SF 0: not probed yet): short by 43 %. A new instance carries
+    # 45 % less its own 4 % probe: two are needed, not one; while they boot the plan counts
+    # 2 x 41 %, so 88 % is covered and no third is asked for.
+    probes = {h: 4.0 for h in ("h1", "h2", "h3", "h4")}
+    p = probe_policy(tmp_path, probes, initial=("i1",))
+    d = p.decide(at(10, obs(10, "i1", 88.0, 88.0, probe=False)))
+    assert adds(d) == ["n1", "n2"] and "short by 43.0%" in d.reason
+    d = p.decide(at(20, obs(20, "i1", 88.0, 88.0, probe=False)))
+    assert adds(d) == [] and d.detail["planned_capacity_pct"] == pytest.approx(45 + 2 * 41)
+    blind = probe_policy(tmp_path, probes, initial=("i1",), probe_accounting=False)
+    assert adds(blind.decide(at(10, obs(10, "i1", 88.0, 88.0, probe=False)))) == ["n1"]
+
+
+def test_the_probes_share_of_u_comes_from_the_scenario() -> None:
+    scenario = load_scenario(SCENARIOS / "prima" / "table6-video-lab.yaml")
+    ctx = PolicyContext.from_scenario(scenario)
+    # 500,000 bytes once a second over 100 Mbit/s: 4 %.
+    assert ctx.probe_util_pct == {"h1": pytest.approx(4.0), "h2": pytest.approx(4.0)}
+    no_probe = scenario.model_copy(update={"probe": None})
+    assert PolicyContext.from_scenario(no_probe).probe_util_pct == {}
 
 
 def test_a_neighbour_hidden_below_the_knee_fails_the_trial(tmp_path: Path) -> None:

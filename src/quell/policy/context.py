@@ -35,6 +35,10 @@ class PolicyContext:
     """The load balancer's own algorithm (``roundrobin`` or ``leastconn``)."""
     probe_period_s: float | None = None
     """How often each instance's probe reports (``None``: the scenario runs no probe)."""
+    probe_util_pct: Mapping[str, float] = field(default_factory=dict)
+    """host id → the share of an instance's U on that host that is its own probe (a network
+    probe's bytes per period over the host's link, in per cent); hosts without a link rate are
+    absent."""
 
     @classmethod
     def from_scenario(cls, scenario: Scenario, base_dir: Path = Path(".")) -> PolicyContext:
@@ -46,6 +50,7 @@ class PolicyContext:
             initial_instances={i.id: i.host for i in scenario.instances},
             lb_algorithm=scenario.load_balancer.algorithm,
             probe_period_s=scenario.probe.period_s if scenario.probe else None,
+            probe_util_pct=probe_util_pct(scenario),
         )
 
     def require_target(self, policy: str) -> float:
@@ -55,6 +60,20 @@ class PolicyContext:
                 [Problem("target.mean_rt_s", f"policy {policy!r} needs a response-time target")],
             )
         return self.target_rt_s
+
+
+def probe_util_pct(scenario: Scenario) -> dict[str, float]:
+    """Per host, the per cent of an instance's U its network probe takes: ``size_bytes`` × 8
+    bits once per ``period_s`` over the host's ``link_mbit``."""
+    probe = scenario.probe
+    if probe is None:
+        return {}
+    bits_per_s = probe.size_bytes * 8 / probe.period_s
+    return {
+        h.id: 100.0 * bits_per_s / (h.link_mbit * 1e6)
+        for h in scenario.hosts
+        if h.link_mbit is not None
+    }
 
 
 def parse_params(model: type[P], params: Mapping[str, object], policy: str) -> P:

@@ -7,11 +7,12 @@ each. When U exceeds ΣU_max plus that now and in W + 1 of the last 2W + 1 inter
 (W = ``wait_intervals``: a steady shortfall acts after W + 1 intervals, as in the paper, and one
 that noise interrupts still does), add ceil(shortfall / U_max of an interference-free instance)
 instances at once; their real capacity replaces the estimate once their probe reports, and a
-further shortfall adds more. When the K highest-capacity instances carry U with
-``scale_in_headroom`` to spare (plus ``safety_instances``) in the same way for
-``scale_in_wait_intervals`` and nothing is on its way, the rest go on trial at weight 0 and are
-removed if the K still carry U at their new loads (see ``scale_in_trial_intervals``). Every
-interval, weight the serving instances in proportion to their capacities.
+further shortfall adds more. When the K highest-capacity instances carry U (less the probes
+of the instances that would leave) with ``scale_in_headroom`` to spare (plus
+``safety_instances``) in the same way for ``scale_in_wait_intervals`` and nothing is on its way,
+the rest go on trial at weight 0 and are removed if the K still carry their new loads with the
+same headroom (see ``scale_in_trial_intervals``). Every interval, weight the serving instances
+in proportion to their capacities.
 
 Calibration: when an instance's predicted response time at its new share is within ±δ of R_th,
 its measured response time is watched; while it is above the prediction, the SF that RTM needs
@@ -84,6 +85,11 @@ class PrimaParams(BaseModel):
     """U of an instance (and the total load): mean of its last this many intervals' utilisations
     (1: this interval's, as the paper with its 10 s period). The probe's SF is always read at
     the interval's own U."""
+    probe_accounting: bool = True
+    """An instance's U includes its own probe (the probe's bytes cross the same link). When
+    judging whether fewer instances would carry the load, take out the probes of those that
+    would leave (the scenario's probe size per period over each host's link). False: judge
+    the total U as measured, as the paper does (its probe is 0.08 % of a 1 Gbit/s link)."""
     calibrate: bool = True
     calibration_delta: Annotated[float, Field(gt=0, lt=1)] = 0.10
 
@@ -104,6 +110,15 @@ class PrimaPolicy:
         self.severity_ = SeverityEstimator(bundle.probe_table, params.sf_window)
         self.fleet_ = Fleet.from_context(ctx)
         self.util_window_ = UtilWindow(params.util_window) if params.util_window > 1 else None
+        self._probe_pct = dict(ctx.probe_util_pct) if params.probe_accounting else {}
+        hosts = set(ctx.initial_instances.values()) | set(self.fleet_.hosts)
+        per_host = {self._probe_pct.get(h, 0.0) for h in hosts}
+        self._probe_uniform = per_host.pop() if len(per_host) == 1 else None
+        """The probe's share of U when it is the same on every host the fleet may use."""
+        self._new_probe_pct = max(
+            (self._probe_pct.get(h, 0.0) for h in self.fleet_.hosts), default=0.0
+        )
+        """What a new instance's probe will add to U (the most any scaling host's takes)."""
         self.calibrated_sf_: dict[str, float] = {}
         self.calibrated_at_sf_: dict[str, float] = {}
         """The probe's SF of each instance when its SF was revised."""
@@ -185,8 +200,12 @@ class PrimaPolicy:
         u_int, u_max = self.capacity_.capacity(util, sf)
         rt_now = self.capacity_.predict_rt(util, u_int.value)
         cap_sum = float(u_max.value.sum())
-        coming = sorted(fleet.pending_add) + awaiting
+        pending = sorted(fleet.pending_add)
+        coming = pending + awaiting
         planned = cap_sum + len(coming) * self.new_capacity_pct
+        pending_probes = self._probes(pending) if pending else None
+        if pending_probes is not None:  # their probes are not in U yet; they will be
+            planned -= float(pending_probes.sum())
         columns: dict[str, object] = {}
         detail: dict[str, object] = {
             "total_util_pct": total_u,
@@ -194,7 +213,7 @@ class PrimaPolicy:
             "planned_capacity_pct": planned,
             "new_instance_capacity_pct": self.new_capacity_pct,
             "target_rt_s": self.target_rt_s,
-            "pending_add": sorted(fleet.pending_add),
+            "pending_add": pending,
             "awaiting_sf": awaiting,
             "expired_add": list(fleet.expired_),
             "instances": columns,
@@ -213,6 +232,8 @@ class PrimaPolicy:
             )
             if coming:
                 state += f" + {len(coming)} on the way at {self.new_capacity_pct:.1f}% each"
+                if pending_probes is not None:
+                    state += " less their probes"
             now = _Interval(ids, total_u, util, u_max.value, u_int.value, state, detail)
             decision = self._act(now, planned, coming, shortfall)
         else:
@@ -271,7 +292,8 @@ class PrimaPolicy:
         detail: dict[str, object],
     ) -> Decision:
         demand = total_u * (1.0 + self.params.safety_factor)
-        need = max(1, math.ceil((demand - planned) / max(self.new_capacity_pct, 1e-9)))
+        net = self.new_capacity_pct - self._new_probe_pct
+        need = max(1, math.ceil((demand - planned) / max(net, 1e-9)))
         adds = self.fleet_.add_many(need, weight=0)
         detail["added"] = [a.instance_id for a in adds]
         if not adds:
@@ -299,9 +321,15 @@ class PrimaPolicy:
         state, detail = now.state, now.detail
         order = np.argsort(-u_max, kind="stable")
         cum = np.cumsum(u_max[order])
-        need = total_u * (1.0 + self.params.safety_factor) * (1.0 + self.params.scale_in_headroom)
-        k = int(np.searchsorted(cum, need, side="left")) + 1
+        factor = (1.0 + self.params.safety_factor) * (1.0 + self.params.scale_in_headroom)
+        leaving = self._leaving_probes(ids, order)
+        if leaving is None:
+            k = int(np.searchsorted(cum, total_u * factor, side="left")) + 1
+        else:  # k instances carry U less the probes of the n - k that leave
+            fits = cum >= (total_u - leaving) * factor
+            k = int(np.argmax(fits)) + 1 if bool(fits.any()) else len(ids) + 1
         k = min(len(ids), max(k + self.params.safety_instances, self.fleet_.min_instances))
+        load_k = total_u if leaving is None else total_u - float(leaving[k - 1])
         excess = k < len(ids) and not coming and self.fleet_.can_remove()
         self._excess_votes.append(excess)
         wait = self._scale_in_wait()
@@ -322,8 +350,9 @@ class PrimaPolicy:
             return Decision(weights, reason=f"{state}: {weighting}", detail=detail)
         self._excess_votes.clear()
         drop = [ids[j] for j in order[k:].tolist()]
+        detail["scale_in_load_pct"] = load_k
         if self._trial_len == 0:
-            return self._remove(ids, total_u, u_max, u_int, drop, detail)
+            return self._remove(ids, total_u, u_max, u_int, drop, detail, load_u=load_k)
         self.trial_ = tuple(drop)
         self._trial_runs = self._trial_short_runs = 0
         keep_mask, keep = _without(ids, drop)
@@ -334,8 +363,8 @@ class PrimaPolicy:
         self._watch(keep, total_u, u_max[keep_mask], u_int[keep_mask])
         return Decision(
             self._trial_weights(ids, keep_mask, u_max, u_int, total_u),
-            reason=f"{state}: {k} instance(s) with ΣU_max={cap_keep:.1f}% would do: "
-            f"trying them without {_names(drop)} (weight 0) for {self._trial_len} "
+            reason=f"{state}: {k} instance(s) with ΣU_max={cap_keep:.1f}% would do"
+            f"{self._without_probes(total_u, load_k)}: trying them without {_names(drop)} (weight 0) for {self._trial_len} "
             "interval(s) before removing",
             detail=detail,
         )
@@ -353,24 +382,29 @@ class PrimaPolicy:
         kept_u = float(util[keep_mask].sum())
         demand = kept_u * (1.0 + self.params.safety_factor)
         short = demand > cap_keep
+        spare = demand * (1.0 + self.params.scale_in_headroom) <= cap_keep
         self._trial_runs += 1
         self._trial_short_runs = self._trial_short_runs + 1 if short else 0
         detail["on_trial"] = list(self.trial_)
         kept = f"ΣU_max={cap_keep:.1f}% of the {len(keep)} kept"
-        if self._trial_short_runs > self.params.wait_intervals:
+        done = self._trial_runs >= self._trial_len
+        if self._trial_short_runs > self.params.wait_intervals or (
+            done and not short and not spare
+        ):
             drop = list(self.trial_)
             self._end_trial(failed=True)
+            why = "fell short of" if short else f"carry without {self._headroom()} to spare"
             detail["kept"] = ids
             detail["removed"] = []
             self._watch(ids, total_u, u_max, u_int)
             return Decision(
                 self._weights(ids, u_max, u_int, total_u),
-                reason=f"{state}; {kept} fell short of their U={kept_u:.1f}%: trial failed, "
+                reason=f"{state}; {kept} {why} their U={kept_u:.1f}%: trial failed, "
                 f"{_names(drop)} back in; next try after {self._scale_in_wait() + 1} "
                 f"interval(s) over; {self._weighting(u_max, total_u)}",
                 detail=detail,
             )
-        if self._trial_runs >= self._trial_len and not short:
+        if done and spare:
             drop = list(self.trial_)
             self.trial_ = ()
             return self._remove(ids, total_u, u_max, u_int, drop, detail, trial_u=kept_u)
@@ -405,9 +439,11 @@ class PrimaPolicy:
         drop: list[str],
         detail: dict[str, object],
         trial_u: float | None = None,
+        load_u: float | None = None,
     ) -> Decision:
         """Remove ``drop``. ``trial_u``: the kept instances' own load at the end of a passed
-        trial (what they were judged on), else they were judged on U with the headroom."""
+        trial (what they were judged on), else they were judged on ``load_u`` (U less the
+        leaving probes) with the headroom."""
         keep_mask, keep = _without(ids, drop)
         actions: list[Action] = list(
             self._weights(keep, u_max[keep_mask], u_int[keep_mask], total_u)
@@ -427,14 +463,45 @@ class PrimaPolicy:
             tuple(actions),
             reason=f"{len(keep)} instance(s) with ΣU_max={cap_keep:.1f}% "
             + (
-                f"carry U={total_u:.1f}% with {self.params.scale_in_headroom:.0%} to spare"
+                f"carry U={total_u:.1f}%{self._without_probes(total_u, load_u)} with "
+                f"{self._headroom()} to spare"
                 if trial_u is None
-                else f"carried their U={trial_u:.1f}% through the trial"
+                else f"carried their U={trial_u:.1f}% through the trial with {self._headroom()} "
+                "to spare"
             )
             + ": scale in, removing "
             f"{len(removed)} ({_names(removed)}); {self._weighting(u_max[keep_mask], total_u)}",
             detail=detail,
         )
+
+    def _headroom(self) -> str:
+        return f"{self.params.scale_in_headroom:.0%}"
+
+    def _probes(self, ids: Sequence[str]) -> FloatArray | None:
+        """Each instance's probe share of its U; ``None`` without probe accounting."""
+        if self._probe_uniform is not None:
+            return None if self._probe_uniform == 0.0 else np.full(len(ids), self._probe_uniform)
+        if not self._probe_pct:
+            return None
+        host_of = self.fleet_.host_of
+        return np.fromiter(
+            (self._probe_pct.get(host_of(i) or "", 0.0) for i in ids), dtype=float, count=len(ids)
+        )
+
+    def _leaving_probes(self, ids: list[str], order: NDArray[np.intp]) -> FloatArray | None:
+        """For k = 1..n, the U the probes of the n - k instances after the first k of ``order``
+        take (they leave with them); ``None`` without probe accounting."""
+        probe = self._probes(ids)
+        if probe is None:
+            return None
+        tail = np.cumsum(probe[order][::-1])[::-1]
+        return np.concatenate((tail[1:], [0.0]))
+
+    @staticmethod
+    def _without_probes(total_u: float, load_u: float | None) -> str:
+        if load_u is None or load_u == total_u:
+            return ""
+        return f" (U={load_u:.1f}% without the leaving instances' probes)"
 
     def _equal_rt(self, u_max: FloatArray, total_u: float) -> bool:
         """Whether the load is split for equal predicted RT rather than ∝ capacity."""
@@ -445,18 +512,22 @@ class PrimaPolicy:
             return "weights for equal predicted RT (capacities short of the load)"
         return "weights ∝ capacity"
 
-    def _shares(self, u_max: FloatArray, u_int: FloatArray, total_u: float) -> FloatArray:
-        """Each instance's share of the load: in proportion to its capacity (the paper), or,
-        with ``overload_split: equal_rt`` while the capacities do not carry the load, the
-        split for equal predicted response times."""
+    def _shares(
+        self, ids: Sequence[str], u_max: FloatArray, u_int: FloatArray, total_u: float
+    ) -> FloatArray:
+        """Each instance's share of the requests: in proportion to its capacity (the paper)
+        less its probe, which it carries whatever its weight; or, with ``overload_split:
+        equal_rt`` while the capacities do not carry the load, the split for equal predicted
+        response times."""
         if u_max.size > 1 and self._equal_rt(u_max, total_u):
             return self.capacity_.equal_rt_split(total_u, u_int)
-        return u_max
+        probe = self._probes(ids) if u_max.size > 1 else None
+        return u_max if probe is None else np.maximum(u_max - probe, 0.0)
 
     def _weights(
         self, ids: list[str], u_max: FloatArray, u_int: FloatArray, total_u: float
     ) -> tuple[SetWeight, ...]:
-        shares = self._shares(u_max, u_int, total_u)
+        shares = self._shares(ids, u_max, u_int, total_u)
         if float(shares.max(initial=0.0)) <= 0:
             shares = np.ones(len(ids))
         return self.fleet_.reweight_many(ids, proportional_array(shares))
@@ -471,7 +542,8 @@ class PrimaPolicy:
     ) -> tuple[SetWeight, ...]:
         """Weights of the kept instances as if they were all; 0 for those on trial."""
         shares = np.zeros(len(ids))
-        kept = self._shares(u_max[keep_mask], u_int[keep_mask], total_u)
+        keep = _pick(ids, np.flatnonzero(keep_mask))
+        kept = self._shares(keep, u_max[keep_mask], u_int[keep_mask], total_u)
         shares[keep_mask] = kept if float(kept.max(initial=0.0)) > 0 else 1.0
         return self.fleet_.reweight_many(ids, proportional_array(shares))
 
@@ -483,14 +555,24 @@ class PrimaPolicy:
             self.calibrated_sf_ = {}
             self.calibrated_at_sf_ = {}
             return
-        cap = float(u_max.sum())
-        new_u = total_u * u_max / cap if cap > 0 else np.zeros_like(u_max)
+        new_u = self._new_loads(keep, u_max, total_u)
         rt = self.capacity_.predict_rt(new_u, u_int).value
         near = np.abs(rt - self.target_rt_s) <= self.params.calibration_delta * self.target_rt_s
         self.watch_ = {keep[k] for k in np.flatnonzero(near).tolist()}
         for gone in [i for i in self.calibrated_sf_ if i not in self.watch_]:
             del self.calibrated_sf_[gone]
             self.calibrated_at_sf_.pop(gone, None)
+
+    def _new_loads(self, ids: list[str], u_max: FloatArray, total_u: float) -> FloatArray:
+        """Each instance's U once the weights ∝ capacity (less its probe) are in force."""
+        probe = self._probes(ids) if len(ids) > 1 else None
+        if probe is None:
+            cap = float(u_max.sum())
+            return total_u * u_max / cap if cap > 0 else np.zeros_like(u_max)
+        shares = np.maximum(u_max - probe, 0.0)
+        room = float(shares.sum())
+        requests = max(total_u - float(probe.sum()), 0.0)
+        return probe + (requests * shares / room if room > 0 else 0.0)
 
     def _calibrate(
         self, ids: list[str], util: FloatArray, sf_probe: FloatArray, rt: list[float | None]
