@@ -388,6 +388,26 @@ def test_a_neighbour_hidden_below_the_knee_fails_the_trial(tmp_path: Path) -> No
     assert w["i1"] > 0
 
 
+def test_scale_out_avoids_a_host_it_left_behind_a_neighbour(tmp_path: Path) -> None:
+    # i1 on h1 shows a 35 % neighbour, i2 on h2 none. One instance does: i1, the weaker, goes,
+    # and h1 is remembered with its U_int. When the load grows, the free hosts are h1 and h3:
+    # the new instance goes on h3, not on h1 first in preference order.
+    p = policy(tmp_path, 2, hosts=3, wait_intervals=0, scale_in_trial_intervals=0)
+    d = p.decide(at(10, obs(10, "i1", 10.0, 45.0), obs(10, "i2", 10.0, 10.0)))
+    assert removes(d) == ["i1"]
+    assert p.host_u_int_["h1"] == pytest.approx(35.0, abs=0.5)
+    p.decide(at(20, obs(20, "i1", 0.0, 35.0), obs(20, "i2", 20.0, 20.0)))  # i1 drains
+    d = p.decide(at(30, obs(30, "i2", 50.0, 50.0)))  # gone; 50 % > 45 %
+    assert [(a.instance_id, a.host) for a in d.actions if isinstance(a, AddInstance)] == [
+        ("n1", "h3")
+    ]
+    fleet = Fleet(initial={"i2": "h2"}, hosts=["h1", "h2", "h3"])
+    assert [a.host for a in fleet.add_many(2)] == ["h1", "h3"]
+    assert [a.host for a in fleet.add_many(1)] == []  # no free host left
+    fleet = Fleet(initial={"i2": "h2"}, hosts=["h1", "h2", "h3"])
+    assert [a.host for a in fleet.add_many(2, avoid={"h1": 35.0})] == ["h3", "h1"]
+
+
 # -- fleet -----------------------------------------------------------------------------------
 def test_add_many_takes_free_hosts_in_order_within_the_cap() -> None:
     f = Fleet({"i1": "h1"}, hosts=("h1", "h2", "h3", "h4"), max_instances=3)

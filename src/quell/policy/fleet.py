@@ -186,15 +186,20 @@ class Fleet:
         self._weight[iid] = weight
         return AddInstance(iid, host, weight)
 
-    def add_many(self, n: int, weight: int = 0) -> tuple[AddInstance, ...]:
+    def add_many(
+        self, n: int, weight: int = 0, avoid: Mapping[str, float] | None = None
+    ) -> tuple[AddInstance, ...]:
         """Request up to ``n`` new instances at once, on the most preferred free hosts, within
-        ``max_instances``; fewer (maybe none) when hosts or the cap run out."""
+        ``max_instances``; fewer (maybe none) when hosts or the cap run out. ``avoid``: a
+        score per host (unknown hosts 0); free hosts are taken in ascending score, in order of
+        preference among equals."""
         room = n if self.max_instances is None else min(n, self.max_instances - self.count)
         if room <= 0:
             return ()
         taken = set(self._host.values())
         out: list[AddInstance] = []
-        for host in self.hosts:
+        hosts = self.hosts if not avoid else sorted(self.hosts, key=lambda h: avoid.get(h, 0.0))
+        for host in hosts:
             if len(out) >= room:
                 break
             if host in taken:

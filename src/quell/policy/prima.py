@@ -123,6 +123,9 @@ class PrimaPolicy:
         self.calibrated_at_sf_: dict[str, float] = {}
         """The probe's SF of each instance when its SF was revised."""
         self.watch_: set[str] = set()
+        self.host_u_int_: dict[str, float] = {}
+        """U_int of each host an instance was removed from, as last read there: a scale-out
+        takes free hosts with the least known interference first."""
         self._initial = frozenset(ctx.initial_instances)
         wait_in = params.scale_in_wait_intervals
         self._wait_in = params.wait_intervals if wait_in is None else wait_in
@@ -294,7 +297,7 @@ class PrimaPolicy:
         demand = total_u * (1.0 + self.params.safety_factor)
         net = self.new_capacity_pct - self._new_probe_pct
         need = max(1, math.ceil((demand - planned) / max(net, 1e-9)))
-        adds = self.fleet_.add_many(need, weight=0)
+        adds = self.fleet_.add_many(need, weight=0, avoid=self.host_u_int_)
         detail["added"] = [a.instance_id for a in adds]
         if not adds:
             return Decision(
@@ -304,7 +307,15 @@ class PrimaPolicy:
             )
         self._short_votes.clear()
         self.trial_failures_ = 0
-        names = ", ".join(f"{a.instance_id} on {a.host}" for a in adds[:5])
+        names = ", ".join(
+            f"{a.instance_id} on {a.host}"
+            + (
+                f" (U_int {self.host_u_int_[a.host]:.0f}% when last used)"
+                if self.host_u_int_.get(a.host, 0.0) > 0
+                else ""
+            )
+            for a in adds[:5]
+        )
         more = f" and {len(adds) - 5} more" if len(adds) > 5 else ""
         short = f"; {need - len(adds)} more wanted, the fleet is full" if len(adds) < need else ""
         return Decision(
@@ -449,8 +460,12 @@ class PrimaPolicy:
             self._weights(keep, u_max[keep_mask], u_int[keep_mask], total_u)
         )
         removed = []
+        at = {iid: j for j, iid in enumerate(ids)}
         for iid in drop:
             if self.fleet_.can_remove():
+                host = self.fleet_.host_of(iid)
+                if host is not None:
+                    self.host_u_int_[host] = max(float(u_int[at[iid]]), 0.0)
                 actions.append(SetWeight(iid, 0))
                 actions.append(self.fleet_.remove(iid))
                 removed.append(iid)
