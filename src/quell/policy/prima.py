@@ -86,10 +86,11 @@ class PrimaParams(BaseModel):
     (1: this interval's, as the paper with its 10 s period). The probe's SF is always read at
     the interval's own U."""
     probe_accounting: bool = True
-    """An instance's U includes its own probe (the probe's bytes cross the same link). When
-    judging whether fewer instances would carry the load, take out the probes of those that
-    would leave (the scenario's probe size per period over each host's link). False: judge
-    the total U as measured, as the paper does (its probe is 0.08 % of a 1 Gbit/s link)."""
+    """An instance's U includes its own probe (the probe's bytes cross the same link; its share
+    is the scenario's probe size per period over each host's link). Scale-in judges U without
+    the probes of the instances that would leave; a new instance adds its capacity less its
+    probe; requests are weighted by capacity less the probe. False: the measured U and
+    capacities as they are, as the paper does (its probe is 0.08 % of a 1 Gbit/s link)."""
     calibrate: bool = True
     calibration_delta: Annotated[float, Field(gt=0, lt=1)] = 0.10
 
@@ -375,8 +376,8 @@ class PrimaPolicy:
         return Decision(
             self._trial_weights(ids, keep_mask, u_max, u_int, total_u),
             reason=f"{state}: {k} instance(s) with ΣU_max={cap_keep:.1f}% would do"
-            f"{self._without_probes(total_u, load_k)}: trying them without {_names(drop)} (weight 0) for {self._trial_len} "
-            "interval(s) before removing",
+            f"{self._without_probes(total_u, load_k)}: trying them without {_names(drop)} "
+            f"(weight 0) for {self._trial_len} interval(s) before removing",
             detail=detail,
         )
 
@@ -536,8 +537,13 @@ class PrimaPolicy:
         response times."""
         if u_max.size > 1 and self._equal_rt(u_max, total_u):
             return self.capacity_.equal_rt_split(total_u, u_int)
-        probe = self._probes(ids) if u_max.size > 1 else None
-        return u_max if probe is None else np.maximum(u_max - probe, 0.0)
+        return self._room(ids, u_max)[1]
+
+    def _room(self, ids: Sequence[str], u_max: FloatArray) -> tuple[FloatArray | None, FloatArray]:
+        """Each instance's probe share (``None``: not counted, or a single instance, which
+        takes all requests anyway) and the capacity it has left for requests."""
+        probe = self._probes(ids) if len(ids) > 1 else None
+        return probe, u_max if probe is None else np.maximum(u_max - probe, 0.0)
 
     def _weights(
         self, ids: list[str], u_max: FloatArray, u_int: FloatArray, total_u: float
@@ -580,14 +586,12 @@ class PrimaPolicy:
 
     def _new_loads(self, ids: list[str], u_max: FloatArray, total_u: float) -> FloatArray:
         """Each instance's U once the weights ∝ capacity (less its probe) are in force."""
-        probe = self._probes(ids) if len(ids) > 1 else None
+        probe, room = self._room(ids, u_max)
+        total_room = float(room.sum())
         if probe is None:
-            cap = float(u_max.sum())
-            return total_u * u_max / cap if cap > 0 else np.zeros_like(u_max)
-        shares = np.maximum(u_max - probe, 0.0)
-        room = float(shares.sum())
+            return total_u * room / total_room if total_room > 0 else np.zeros_like(u_max)
         requests = max(total_u - float(probe.sum()), 0.0)
-        return probe + (requests * shares / room if room > 0 else 0.0)
+        return probe + (requests * room / total_room if total_room > 0 else 0.0)
 
     def _calibrate(
         self, ids: list[str], util: FloatArray, sf_probe: FloatArray, rt: list[float | None]
