@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from quell.scenario import load_scenario
@@ -35,11 +36,11 @@ SCENARIO: dict[str, Any] = scenario_data(
 )
 
 
-def compare(path: Path, runs: Path) -> subprocess.CompletedProcess[str]:
+def compare(path: Path, runs: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "COLUMNS": "160", "NO_COLOR": "1", "TERM": "dumb"}
     return subprocess.run(
         [sys.executable, "-m", "quell", "sim", "compare", str(path), "--json",
-         "--runs-dir", str(runs)],
+         "--runs-dir", str(runs), *extra],
         capture_output=True,
         text=True,
         env=env,
@@ -98,3 +99,40 @@ def test_one_policy_twice_under_labels_runs_both(tmp_path: Path) -> None:
     assert (eager["policy"], lazy["policy"]) == ("eager", "lazy")
     assert Path(eager["run_dir"]).name == "eager" and Path(lazy["run_dir"]).name == "lazy"
     assert eager["scaling_actions"] >= 1 and lazy["scaling_actions"] == 0
+
+
+def test_seeds_run_every_policy_per_seed_and_summarise_them(tmp_path: Path) -> None:
+    two = {**SCENARIO, "compare": [{"name": "lc"}]}
+    path = tmp_path / "two.yaml"
+    path.write_text(yaml.safe_dump(two))
+    proc = compare(path, tmp_path / "runs", "--seeds", "2")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert doc["seeds"] == [3, 4] and "seeds 3–4" in proc.stdout and "vs static" in proc.stdout
+    cmp_dir = Path(doc["comparison_dir"])
+    assert json.loads((cmp_dir / "comparison.json").read_text()) == doc
+    per_seed = [json.loads((Path(d) / "comparison.json").read_text()) for d in doc["per_seed"]]
+    assert [p["seed"] for p in per_seed] == [3, 4]
+    assert [Path(p["comparison_dir"]).name for p in per_seed] == ["seed-3", "seed-4"]
+    for d in per_seed:
+        for row in d["policies"]:
+            assert load_scenario(Path(row["run_dir"]) / "scenario.yaml").seed == d["seed"]
+    slo = {r["policy"]: [p["policies"][i]["slo_pct"] for p in per_seed]
+           for i, r in enumerate(per_seed[0]["policies"])}  # fmt: skip
+    rt = [p["policies"][0]["mean_rt_ms"] for p in per_seed]
+    assert rt[0] != rt[1]  # two seeds, two draws of the load
+    static, lc = doc["policies"]
+    assert static["slo_pct"]["mean"] == pytest.approx(sum(slo["static"]) / 2)
+    assert static["slo_pct"]["min"] == min(slo["static"])
+    diffs = [b - a for a, b in zip(slo["static"], slo["lc"], strict=True)]
+    assert lc["slo_pct_vs_first"]["mean"] == pytest.approx(sum(diffs) / 2)
+    assert lc["slo_pct_vs_first"]["higher_on"] == sum(d > 0 for d in diffs)
+
+
+def test_seeds_below_one_exit_2_before_any_run(tmp_path: Path) -> None:
+    path = tmp_path / "cmp.yaml"
+    path.write_text(yaml.safe_dump(SCENARIO))
+    proc = compare(path, tmp_path / "runs", "--seeds", "0")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "--seeds" in proc.stderr
+    assert not (tmp_path / "runs").exists()

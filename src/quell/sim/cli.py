@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -129,28 +130,94 @@ def _scenario_yaml(scenario: Scenario) -> str:
     return str(yaml.dump(data, Dumper=dumper, sort_keys=False))
 
 
+Seeds = Annotated[
+    int,
+    typer.Option(
+        "--seeds",
+        min=1,
+        help="Run the whole comparison on this many seeds (the scenario's seed and the ones "
+        "after it) and print each policy's spread and its paired difference from the first.",
+    ),
+]
+
+
 @sim_app.command("compare")
 def sim_compare(
-    path: ScenarioPath, as_json: JsonFlag = False, runs_dir: RunsDir = Path("runs")
+    path: ScenarioPath,
+    as_json: JsonFlag = False,
+    runs_dir: RunsDir = Path("runs"),
+    seeds: Seeds = 1,
 ) -> None:
     """Run the scenario once per policy (its `policy`, then each of `compare`) on the same load
     and neighbours; print SLO, response times, instance-seconds and the oracle's side by side.
-    `lc` runs with the balancer's least-connections algorithm, the others as the scenario says."""
+    `lc` runs with the balancer's least-connections algorithm, the others as the scenario says.
+    With --seeds N, every seed's comparison is written as it finishes (seed-S/comparison.json)."""
     from quell.cli import err_console, out_console, progress_bar
-    from quell.experiment import new_run_dir, prepare_run_dir, run_scenario
+    from quell.experiment import new_run_dir
+    from quell.policy import build_policy, scenario_for_policy
+    from quell.report.seeds import print_seed_summary, seed_summary
+    from quell.scenario import load_scenario
+
+    scenario = load_scenario(path)
+    base = path.parent
+    for spec in [scenario.policy, *scenario.compare]:  # bad params: exit before running
+        build_policy(spec, scenario_for_policy(scenario, spec), base)
+    cmp_dir = new_run_dir(runs_dir, scenario, "sim-compare")
+    cmp_dir.mkdir(parents=True)
+    seed_list = [scenario.seed + k for k in range(seeds)]
+    per_run = scenario.duration_s * (1 + len(scenario.compare))
+    docs: list[dict[str, Any]] = []
+    with progress_bar(per_run * seeds, scenario.name) as progress:
+        for k, seed in enumerate(seed_list):
+            one = scenario if seeds == 1 else scenario.model_copy(update={"seed": seed})
+            out = cmp_dir if seeds == 1 else cmp_dir / f"seed-{seed}"
+            label = "" if seeds == 1 else f"seed {seed} "
+
+            def step(
+                done_s: float, what: str, offset: float = k * per_run, lab: str = label
+            ) -> None:
+                progress(offset + done_s, f"{lab}{what}")
+
+            doc = _compare_once(one, base, out, step)
+            docs.append(doc)
+            if seeds == 1:
+                print_comparison(doc, out_console)
+    if seeds == 1:
+        doc = docs[0]
+    else:
+        doc = {
+            "scenario": scenario.name,
+            "comparison_dir": str(cmp_dir),
+            "target_rt_s": docs[0]["target_rt_s"],
+            "settle_s": docs[0]["settle_s"],
+            "seeds": seed_list,
+            "policies": seed_summary(docs),
+            "per_seed": [d["comparison_dir"] for d in docs],
+        }
+        (cmp_dir / COMPARISON_FILE).write_text(json.dumps(doc, indent=2) + "\n")
+        print_seed_summary(scenario.name, seed_list, doc["policies"], out_console)
+    err_console.print(f"comparison written to {cmp_dir / COMPARISON_FILE}")
+    if as_json:
+        sys.stdout.flush()
+        print(json.dumps(doc, separators=(",", ":")))
+
+
+def _compare_once(
+    scenario: Scenario, base: Path, cmp_dir: Path, progress: Callable[[float, str], None]
+) -> dict[str, Any]:
+    """Every policy on one seed of ``scenario``, run into ``cmp_dir``; the comparison document,
+    also written there."""
+    from quell.experiment import prepare_run_dir, run_scenario
     from quell.policy import build_policy, scenario_for_policy
     from quell.report.slo import default_settle_s, slo_summary
-    from quell.scenario import load_scenario
     from quell.sim.environment import SimEnvironment
     from quell.sim.oracle import run_oracle
     from quell.sim.service import draw_sizes
     from quell.workload.schedule import build_schedule
 
-    scenario = load_scenario(path)
-    base = path.parent
     specs = [scenario.policy, *scenario.compare]
     runs = [scenario_for_policy(scenario, spec) for spec in specs]
-    policies = [build_policy(s.policy, s, base) for s in runs]  # bad params: exit before running
+    policies = [build_policy(s.policy, s, base) for s in runs]
     schedule = build_schedule(scenario, base)
     oracle = None
     if scenario.target is not None:
@@ -160,31 +227,29 @@ def sim_compare(
             scenario.seed,
         )
         oracle = run_oracle(scenario, base, schedule, sizes)
-    cmp_dir = new_run_dir(runs_dir, scenario, "sim-compare")
-    cmp_dir.mkdir(parents=True)
+    cmp_dir.mkdir(parents=True, exist_ok=True)
     rows = []
-    total = scenario.duration_s * len(runs)
-    with progress_bar(total, scenario.name) as progress:
-        for k, (scn, policy) in enumerate(zip(runs, policies, strict=True)):
-            name = scn.policy.key
-            offset = k * scenario.duration_s
+    for k, (scn, policy) in enumerate(zip(runs, policies, strict=True)):
+        name = scn.policy.key
+        offset = k * scenario.duration_s
 
-            def step(done_s: float, phase: str, offset: float = offset, name: str = name) -> None:
-                progress(offset + done_s, f"{name}: {phase}")
+        def step(done_s: float, phase: str, offset: float = offset, name: str = name) -> None:
+            progress(offset + done_s, f"{name}: {phase}")
 
-            env = SimEnvironment(scn, base_dir=base, schedule=schedule)
-            run_dir = cmp_dir / name
-            store = prepare_run_dir(run_dir, scn, None, env.name)
-            (run_dir / "scenario.yaml").write_text(_scenario_yaml(scn))
-            try:
-                summary = run_scenario(scn, env, policy, store, step)
-                slo = slo_summary(store, scn, oracle=oracle, base_dir=base)
-            finally:
-                env.close()
-                store.close()
-            rows.append(comparison_row(name, run_dir, summary, slo))
+        env = SimEnvironment(scn, base_dir=base, schedule=schedule)
+        run_dir = cmp_dir / name
+        store = prepare_run_dir(run_dir, scn, None, env.name)
+        (run_dir / "scenario.yaml").write_text(_scenario_yaml(scn))
+        try:
+            summary = run_scenario(scn, env, policy, store, step)
+            slo = slo_summary(store, scn, oracle=oracle, base_dir=base)
+        finally:
+            env.close()
+            store.close()
+        rows.append(comparison_row(name, run_dir, summary, slo))
     doc: dict[str, Any] = {
         "scenario": scenario.name,
+        "seed": scenario.seed,
         "comparison_dir": str(cmp_dir),
         "target_rt_s": scenario.target.mean_rt_s if scenario.target else None,
         "settle_s": default_settle_s(scenario),
@@ -192,8 +257,4 @@ def sim_compare(
         "policies": rows,
     }
     (cmp_dir / COMPARISON_FILE).write_text(json.dumps(doc, indent=2) + "\n")
-    print_comparison(doc, out_console)
-    err_console.print(f"comparison written to {cmp_dir / COMPARISON_FILE}")
-    if as_json:
-        sys.stdout.flush()
-        print(json.dumps(doc, separators=(",", ":")))
+    return doc
