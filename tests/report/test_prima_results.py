@@ -34,7 +34,8 @@ def test_validation_section_reports_both_directions_of_the_im() -> None:
             }
         ],
     }
-    text = "\n".join(validation_section(v, "v.json"))
+    text = "\n".join(validation_section(v, "data/video-lab.validation.json"))
+    assert text.startswith("## Model validation (cf. Table II): video-lab\n")
     assert "RTM mean absolute error **8.9 %**" in text
     assert "**33.2 %** over the 1 points" in text and "**4.9 %** read the other way" in text
     assert "| 18.7 | 0.15 | 14.02 | 12.91 | 7.9 | 40.0 | 0.19 | 38.6 |" in text

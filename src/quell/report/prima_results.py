@@ -81,8 +81,9 @@ def _f(v: Any, spec: str) -> str:
 
 
 def validation_section(v: dict[str, Any], source: str) -> list[str]:
+    model = Path(source).name.removesuffix(".json").removesuffix(".validation")
     out = [
-        "## Model validation (cf. Table II)",
+        f"## Model validation (cf. Table II): {model}",
         "",
         f"Source: `{source}`. {v['points']} held-out lab points; RTM mean absolute error "
         f"**{_f(v['rtm_mape_pct'], '.1f')} %**; IM mean absolute SF error "
