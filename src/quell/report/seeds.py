@@ -62,10 +62,11 @@ def seed_summary(docs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def _pm(stat: Mapping[str, Any] | None, fmt: str) -> str:
+def _pm(stat: Mapping[str, Any] | None, fmt: str, spread: str = "sd") -> str:
+    """``mean ± stat[spread]``, or the mean alone where there is no spread (one seed)."""
     if stat is None:
         return "-"
-    sd = stat.get("sd", stat.get("se"))
+    sd = stat[spread]
     mean = format(stat["mean"], fmt)
     return mean if sd is None else f"{mean} ± {format(sd, fmt.lstrip('+'))}"
 
@@ -86,7 +87,7 @@ def print_seed_summary(
             _pm(slo, ".1f"),
             "-" if slo is None else f"{slo['min']:.1f}",
             "-" if slo is None else f"{slo['max']:.1f}",
-            _pm(vs, "+.1f") if vs is not None else "-",
+            _pm(vs, "+.1f", spread="se"),
             "-" if vs is None else f"{vs['higher_on']}/{vs['of']}",
             _pm(row["instance_seconds"], ".0f"),
             _pm(row["oracle_instance_seconds"], ".0f"),

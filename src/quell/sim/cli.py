@@ -15,6 +15,8 @@ from quell.scenario.model import Scenario
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from quell.core.environment import Policy
+
 sim_app = typer.Typer(help="Run scenarios in the discrete-event simulator (virtual time).")
 
 ScenarioPath = Annotated[Path, typer.Argument(help="Scenario YAML file.", dir_okay=False)]
@@ -154,14 +156,12 @@ def sim_compare(
     With --seeds N, every seed's comparison is written as it finishes (seed-S/comparison.json)."""
     from quell.cli import err_console, out_console, progress_bar
     from quell.experiment import new_run_dir
-    from quell.policy import build_policy, scenario_for_policy
     from quell.report.seeds import print_seed_summary, seed_summary
     from quell.scenario import load_scenario
 
     scenario = load_scenario(path)
     base = path.parent
-    for spec in [scenario.policy, *scenario.compare]:  # bad params: exit before running
-        build_policy(spec, scenario_for_policy(scenario, spec), base)
+    first = _policies(scenario, base)  # bad params: exit before running
     cmp_dir = new_run_dir(runs_dir, scenario, "sim-compare")
     cmp_dir.mkdir(parents=True)
     seed_list = [scenario.seed + k for k in range(seeds)]
@@ -178,7 +178,8 @@ def sim_compare(
             ) -> None:
                 progress(offset + done_s, f"{lab}{what}")
 
-            doc = _compare_once(one, base, out, step)
+            built = first if k == 0 else _policies(one, base)  # policies keep state: new ones
+            doc = _compare_once(one, base, built, out, step)
             docs.append(doc)
             if seeds == 1:
                 print_comparison(doc, out_console)
@@ -202,22 +203,30 @@ def sim_compare(
         print(json.dumps(doc, separators=(",", ":")))
 
 
-def _compare_once(
-    scenario: Scenario, base: Path, cmp_dir: Path, progress: Callable[[float, str], None]
-) -> dict[str, Any]:
-    """Every policy on one seed of ``scenario``, run into ``cmp_dir``; the comparison document,
-    also written there."""
-    from quell.experiment import prepare_run_dir, run_scenario
+def _policies(scenario: Scenario, base: Path) -> list[tuple[Scenario, Policy]]:
+    """Each of the scenario's policies (``policy``, then ``compare``), built for its own run."""
     from quell.policy import build_policy, scenario_for_policy
+
+    runs = [scenario_for_policy(scenario, spec) for spec in [scenario.policy, *scenario.compare]]
+    return [(s, build_policy(s.policy, s, base)) for s in runs]
+
+
+def _compare_once(
+    scenario: Scenario,
+    base: Path,
+    runs: list[tuple[Scenario, Policy]],
+    cmp_dir: Path,
+    progress: Callable[[float, str], None],
+) -> dict[str, Any]:
+    """``runs`` (from ``_policies``) on one seed of ``scenario``, run into ``cmp_dir``; the
+    comparison document, also written there."""
+    from quell.experiment import prepare_run_dir, run_scenario
     from quell.report.slo import default_settle_s, slo_summary
     from quell.sim.environment import SimEnvironment
     from quell.sim.oracle import run_oracle
     from quell.sim.service import draw_sizes
     from quell.workload.schedule import build_schedule
 
-    specs = [scenario.policy, *scenario.compare]
-    runs = [scenario_for_policy(scenario, spec) for spec in specs]
-    policies = [build_policy(s.policy, s, base) for s in runs]
     schedule = build_schedule(scenario, base)
     oracle = None
     if scenario.target is not None:
@@ -229,7 +238,7 @@ def _compare_once(
         oracle = run_oracle(scenario, base, schedule, sizes)
     cmp_dir.mkdir(parents=True, exist_ok=True)
     rows = []
-    for k, (scn, policy) in enumerate(zip(runs, policies, strict=True)):
+    for k, (scn, policy) in enumerate(runs):
         name = scn.policy.key
         offset = k * scenario.duration_s
 
