@@ -37,10 +37,13 @@ def test_network_interference_slows_only_the_cohosted_instance(tmp_path: Path) -
 
 def test_cache_thrasher_on_the_same_cpu_slows_a_cpu_bound_instance(tmp_path: Path) -> None:
     path = ROOT / "scenarios" / "cpu-interference-smoke.yaml"
+    """Requests of about 20 ms of CPU beside an always-runnable thrasher on the same CPU: each
+    request gets half the CPU after its first slice, so RT ≈ 2 × 20 ms − one slice (1.8-2.4x
+    measured over three runs)."""
     summary = run_lab(load_scenario(path), path, tmp_path)
     base = phase_rt(summary, "baseline", "web")
     noisy = phase_rt(summary, "antagonist", "web")
-    assert noisy >= 1.3 * base, (base, noisy)
+    assert noisy >= 1.5 * base, (base, noisy)
     p = next(p for p in summary["phases"] if p["name"] == "antagonist")["instances"]["web"]
     assert p["errors"] == 0
     assert not any(leftovers(run_tag(Path(summary["run_dir"]))).values())
