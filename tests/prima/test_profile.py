@@ -137,9 +137,9 @@ def test_repetitions_pool_into_one_model_point(tmp_path: Path) -> None:
     spec = spec.model_copy(update={"repetitions": 2})
     runner = ClosedFormRunner(tmp_path / "runs")
     bundle = Profiler(spec, base, tmp_path / "p", runner).run()
-    cells = grid_cells(spec)
-    assert runner.calls == len(spec.util_levels_pct) + 2 * cells
-    assert len(bundle.data.rtm_points) == len(bundle.data.im_points) == cells
+    cells_in_grid = grid_cells(spec)
+    assert runner.calls == len(spec.util_levels_pct) + 2 * cells_in_grid
+    assert len(bundle.data.rtm_points) == len(bundle.data.im_points) == cells_in_grid
     a = CellResult("model", 10, 0, 0, 10.0, 20.0, [1.0, 2.0], 0.010, 10, "a")
     b = CellResult("model", 10, 0, 1, 12.0, 24.0, [3.0], 0.040, 30, "b")
     p = pool([a, b])
@@ -155,8 +155,18 @@ def test_repetitions_pool_into_one_model_point(tmp_path: Path) -> None:
     cells = Profiler(spec, base, tmp_path / "p", runner).holdout(bundle.probe_table)
     assert runner.calls - before == 2 * len(spec.holdout)
     assert len(cells) == len(spec.holdout)
-    assert {c.repetition for c, _ in cells} == {-1}
-    assert cells[0][0].requests == 2 * 10 * int(spec.cell_s)  # 10 a second after warm-up
+    assert {p.cell.repetition for p in cells} == {-1}
+    assert cells[0].cell.requests == 2 * 10 * int(spec.cell_s)  # 10 a second after warm-up
+    # Each point keeps its two runs and their SFs, whose mean is near the pooled SF.
+    assert [len(p.reps) for p in cells] == [2] * len(spec.holdout)
+    assert [r.repetition for r in cells[0].reps] == [0, 1]
+    for p in cells:
+        assert sum(p.rep_sf) / 2 == pytest.approx(p.sf, abs=0.01)
+    # The model's cells, read back from cells.jsonl, the same way: one point per cell.
+    model = Profiler(spec, base, tmp_path / "p", runner).model_points(bundle.probe_table)
+    assert len(model) == cells_in_grid
+    assert {tuple(r.repetition for r in p.reps) for p in model} == {(0, 1)}
+    assert runner.calls == before + 2 * len(spec.holdout)  # nothing measured again
 
 
 def test_a_profile_spec_with_problems_lists_them_all(tmp_path: Path) -> None:

@@ -39,6 +39,10 @@ def test_validation_section_reports_both_directions_of_the_im() -> None:
     assert "RTM mean absolute error **8.9 %**" in text
     assert "**33.2 %** over the 1 points" in text and "**4.9 %** read the other way" in text
     assert "| 18.7 | 0.15 | 14.02 | 12.91 | 7.9 | 40.0 | 0.19 | 38.6 |" in text
+    assert "scatter" not in text  # a file from before the noise floor was recorded
+    v |= {"rtm_noise_pct": 2.345, "im_sf_noise_pct": 11.25, "im_sf_noise_points": 1}
+    text = "\n".join(validation_section(v, "data/video-lab.validation.json"))
+    assert "mean error of about **2.3 %** in RT and **11.2 %** in SF" in text
 
 
 # -- the page from a directory of result files (quell prima results --data) ------------------

@@ -81,6 +81,7 @@ def profile(spec_path: SpecArg, out: OutOpt, env: EnvOpt = None, as_json: JsonOp
 
     from quell.cli import out_console
     from quell.prima.profile import Profiler, load_profile_spec
+    from quell.prima.validate import scatter
 
     spec, base = load_profile_spec(spec_path)
     environment = _env(spec.environment, env)
@@ -109,6 +110,15 @@ def profile(spec_path: SpecArg, out: OutOpt, env: EnvOpt = None, as_json: JsonOp
         f"{len(bundle.data.rtm_points)} model cells → {path}"
         f" (workload {spec.workload}, {environment})"
     )
+    noise = scatter(profiler.model_points(pt))
+    rt_noise, sf_noise = noise["rt_noise_pct"], noise["sf_noise_pct"]
+    if isinstance(rt_noise, float) or isinstance(sf_noise, float):
+        out_console.print(
+            "The cells' own scatter alone would give a model built on them a mean error of about "
+            f"{'-' if rt_noise is None else f'{rt_noise:.1f}'} % in RT and "
+            f"{'-' if sf_noise is None else f'{sf_noise:.1f}'} % in SF "
+            "(from how far each cell's repetitions differ)"
+        )
     if as_json:
         print(
             json.dumps(
@@ -116,6 +126,7 @@ def profile(spec_path: SpecArg, out: OutOpt, env: EnvOpt = None, as_json: JsonOp
                     "bundle": str(path),
                     "cells": len(bundle.data.rtm_points),
                     "probe_table": pt.to_dict(),
+                    "scatter": noise,
                 },
                 separators=(",", ":"),
             )
@@ -177,6 +188,14 @@ def validate_cmd(
         f"{sf_text} % over the {s['im_sf_points']} with SF ≥ 0.1 "
         f"({s['clamped_points']} clamped, marked *)"
     )
+    rt_noise, sf_noise = s["rtm_noise_pct"], s["im_sf_noise_pct"]
+    if isinstance(rt_noise, float) or isinstance(sf_noise, float):
+        out_console.print(
+            "The held-out runs' own scatter alone would give a mean error of about "
+            f"{'-' if rt_noise is None else f'{rt_noise:.1f}'} % in RT and "
+            f"{'-' if sf_noise is None else f'{sf_noise:.1f}'} % in SF against a perfect model "
+            "(from how far each point's repetitions differ; the model's cells scatter too)"
+        )
     (out / "validation.json").write_text(json.dumps(s, indent=1) + "\n")
     if as_json:
         print(json.dumps(s, separators=(",", ":")))

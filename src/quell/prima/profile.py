@@ -92,6 +92,18 @@ class CellResult:
         return cell_key(self.kind, self.util_target_pct, self.interference_mbit, self.repetition)
 
 
+@dataclass(frozen=True)
+class MeasuredPoint:
+    """A measured point (a model cell or a held-out point): its repetitions pooled into one
+    cell and that cell's SF, and each repetition on its own with its SF (to show how much the
+    runs scatter)."""
+
+    cell: CellResult
+    sf: float
+    reps: tuple[CellResult, ...]
+    rep_sf: tuple[float, ...]
+
+
 def cell_key(kind: str, u: float, i: float, rep: int) -> str:
     return f"{kind}/{u:g}/{i:g}/{rep}"
 
@@ -317,9 +329,9 @@ class Profiler:
 
     def holdout(
         self, table: ProbeTable, progress: ProgressFn = lambda d, t, w: None
-    ) -> list[tuple[CellResult, float]]:
+    ) -> list[MeasuredPoint]:
         """Measure the spec's held-out points, `repetitions` runs of each pooled as the model's
-        cells are: (cell, measured SF) each."""
+        cells are; each repetition's own SF is kept to show how much the runs scatter."""
         out = []
         reps = self.spec.repetitions
         for k, p in enumerate(self.spec.holdout):
@@ -334,8 +346,30 @@ class Profiler:
             r = pool(runs)
             sf = self.cell_sf(table, r)
             if sf is not None:
-                out.append((r, sf))
+                out.append(self._point(table, r, sf, runs))
         return out
+
+    def model_points(self, table: ProbeTable) -> list[MeasuredPoint]:
+        """The model cells measured so far, each with its repetitions."""
+        cells: dict[tuple[float, float], list[CellResult]] = {}
+        for r in self.done_.values():
+            if r.kind == "model":
+                cells.setdefault((r.util_target_pct, r.interference_mbit), []).append(r)
+        out = []
+        for runs in cells.values():
+            runs.sort(key=lambda x: x.repetition)
+            r = pool(runs)
+            sf = self.cell_sf(table, r)
+            if sf is not None:
+                out.append(self._point(table, r, sf, runs))
+        return out
+
+    def _point(
+        self, table: ProbeTable, pooled: CellResult, sf: float, runs: list[CellResult]
+    ) -> MeasuredPoint:
+        rep_sf = [(x, self.cell_sf(table, x)) for x in runs]
+        kept = [(x, v) for x, v in rep_sf if v is not None]
+        return MeasuredPoint(pooled, sf, tuple(x for x, _ in kept), tuple(v for _, v in kept))
 
     @staticmethod
     def cell_sf(table: ProbeTable, r: CellResult) -> float | None:

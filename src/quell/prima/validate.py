@@ -1,4 +1,12 @@
-"""Model validation like PRIMA's Table II: held-out measurements against RTM and IM."""
+"""Model validation like PRIMA's Table II: held-out measurements against RTM and IM.
+
+Beside each error it puts the error the held-out measurements' own scatter would give against
+a perfect model: the standard error of each point's pooled mean, from how far its repetitions
+differ, as a fraction of that mean. Over the points, ``√(2/π)`` times its root mean square is
+the mean absolute error normal noise of that size gives. The model's own cells were measured
+the same way, so it is a floor, not an allowance: an error near it says more repetitions (or
+longer runs) would tell more, not a better model.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from quell.prima.bundle import ModelBundle
-from quell.prima.profile import CellResult
+from quell.prima.profile import MeasuredPoint
 
 
 @dataclass(frozen=True)
@@ -22,6 +30,10 @@ class ValidationRow:
     total_pred_pct: float
     """IM⁻¹(SF): the total load the interference model reads from the measured SF."""
     clamped: bool
+    sf_reps: tuple[float, ...] = ()
+    """Each repetition's SF on its own."""
+    rt_reps_s: tuple[float, ...] = ()
+    """Each repetition's mean RT on its own."""
 
     @property
     def rt_error_pct(self) -> float:
@@ -38,10 +50,55 @@ class ValidationRow:
             return None
         return 100.0 * abs(self.sf_pred - self.sf) / self.sf
 
+    @property
+    def sf_noise_pct(self) -> float | None:
+        """Standard error of the pooled SF from its repetitions' scatter, relative to it;
+        ``None`` with fewer than two repetitions or where SF is near zero."""
+        if self.sf < 0.1:
+            return None
+        return _relative_se_pct(self.sf_reps, self.sf)
 
-def validate(bundle: ModelBundle, cells: list[tuple[CellResult, float]]) -> list[ValidationRow]:
+    @property
+    def rt_noise_pct(self) -> float | None:
+        """Standard error of the pooled mean RT from its repetitions' scatter, relative to it."""
+        return _relative_se_pct(self.rt_reps_s, self.rt_s)
+
+
+def _relative_se_pct(reps: tuple[float, ...], mean: float) -> float | None:
+    if len(reps) < 2 or mean <= 0:
+        return None
+    return float(100.0 * np.std(reps, ddof=1) / np.sqrt(len(reps)) / mean)
+
+
+def noise_floor_pct(relative_se_pct: list[float]) -> float | None:
+    """The mean absolute error that normal noise with these relative standard errors gives:
+    √(2/π) × their root mean square."""
+    if not relative_se_pct:
+        return None
+    return float(np.sqrt(2.0 / np.pi) * np.sqrt(np.mean(np.square(relative_se_pct))))
+
+
+def scatter(points: list[MeasuredPoint]) -> dict[str, float | int | None]:
+    """The noise floor of measured points (the model's cells, say): the mean absolute error
+    their repetitions' scatter alone gives in RT and, over points with SF ≥ 0.1, in SF."""
+    sf = [e for p in points if p.sf >= 0.1 and (e := _relative_se_pct(p.rep_sf, p.sf)) is not None]
+    rt = [
+        e
+        for p in points
+        if (e := _relative_se_pct(tuple(r.mean_rt_s for r in p.reps), p.cell.mean_rt_s)) is not None
+    ]
+    return {
+        "rt_noise_pct": noise_floor_pct(rt),
+        "rt_noise_points": len(rt),
+        "sf_noise_pct": noise_floor_pct(sf),
+        "sf_noise_points": len(sf),
+    }
+
+
+def validate(bundle: ModelBundle, points: list[MeasuredPoint]) -> list[ValidationRow]:
     rows = []
-    for cell, sf in cells:
+    for p in points:
+        cell, sf = p.cell, p.sf
         rt = bundle.rtm.predict(np.array([cell.util_pct]), np.array([sf]))
         sfp = bundle.im.predict(np.array([cell.total_util_pct]), np.array([cell.util_pct]))
         tot = bundle.im.inverse(np.array([sf]), np.array([cell.util_pct]))
@@ -55,6 +112,8 @@ def validate(bundle: ModelBundle, cells: list[tuple[CellResult, float]]) -> list
                 sf_pred=float(sfp.value[0]),
                 total_pred_pct=float(tot.value[0]),
                 clamped=bool(rt.clamped[0] or sfp.clamped[0] or tot.clamped[0]),
+                sf_reps=p.rep_sf,
+                rt_reps_s=tuple(r.mean_rt_s for r in p.reps),
             )
         )
     return rows
@@ -62,6 +121,8 @@ def validate(bundle: ModelBundle, cells: list[tuple[CellResult, float]]) -> list
 
 def summary(rows: list[ValidationRow]) -> dict[str, object]:
     sf_err = [e for r in rows if (e := r.sf_error_pct) is not None]
+    sf_noise = [e for r in rows if (e := r.sf_noise_pct) is not None]
+    rt_noise = [e for r in rows if (e := r.rt_noise_pct) is not None]
     return {
         "points": len(rows),
         "rtm_mape_pct": float(np.mean([r.rt_error_pct for r in rows])) if rows else None,
@@ -69,6 +130,10 @@ def summary(rows: list[ValidationRow]) -> dict[str, object]:
         "im_total_mape_pct": float(np.mean([r.total_error_pct for r in rows])) if rows else None,
         "im_sf_points": len(sf_err),
         "clamped_points": sum(r.clamped for r in rows),
+        "rtm_noise_pct": noise_floor_pct(rt_noise),
+        "rtm_noise_points": len(rt_noise),
+        "im_sf_noise_pct": noise_floor_pct(sf_noise),
+        "im_sf_noise_points": len(sf_noise),
         "rows": [
             {
                 "util_pct": r.util_pct,
@@ -81,6 +146,8 @@ def summary(rows: list[ValidationRow]) -> dict[str, object]:
                 "total_pred_pct": r.total_pred_pct,
                 "total_error_pct": r.total_error_pct,
                 "clamped": r.clamped,
+                "sf_reps": list(r.sf_reps),
+                "rt_reps_s": list(r.rt_reps_s),
             }
             for r in rows
         ],

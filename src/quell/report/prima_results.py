@@ -91,6 +91,7 @@ def validation_section(v: dict[str, Any], source: str) -> list[str]:
         f"SF ≥ 0.1, and **{_f(v.get('im_total_mape_pct'), '.1f')} %** read the other way "
         "(U_total from the measured SF, as the controller uses it); "
         f"{v['clamped_points']} point(s) clamped. Paper: 7.2 % / 6.9 %.",
+        *_noise_line(v),
         "",
         "| U % | SF | R ms | R̂ ms | error % | U_total % | IM(U_total) | IM⁻¹(SF) % |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|",
@@ -102,6 +103,19 @@ def validation_section(v: dict[str, Any], source: str) -> list[str]:
             f"{r['sf_pred']:.2f} | {_f(r.get('total_pred_pct'), '.1f')} |"
         )
     return [*out, ""]
+
+
+def _noise_line(v: dict[str, Any]) -> list[str]:
+    rt, sf = v.get("rtm_noise_pct"), v.get("im_sf_noise_pct")
+    if rt is None and sf is None:
+        return []
+    return [
+        "",
+        "The held-out runs' own scatter alone (from how far each point's repetitions differ) "
+        f"would give a mean error of about **{_f(rt, '.1f')} %** in RT and "
+        f"**{_f(sf, '.1f')} %** in SF against a perfect model; the model's cells were measured "
+        "the same way and scatter too (`quell prima profile` prints theirs).",
+    ]
 
 
 def _check_policies(c: dict[str, Any], source: str, kind: type, what: str) -> None:
