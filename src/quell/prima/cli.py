@@ -73,6 +73,17 @@ def _progress() -> Progress:
     )
 
 
+def _print_noise(who: str, rt_pct: object, sf_pct: object, how: str) -> None:
+    """One line with the noise floor in RT and SF (``prima.validate.noise_floor_pct``)."""
+    from quell.cli import out_console
+
+    if not (isinstance(rt_pct, float) or isinstance(sf_pct, float)):
+        return
+    rt = f"{rt_pct:.1f}" if isinstance(rt_pct, float) else "-"
+    sf = f"{sf_pct:.1f}" if isinstance(sf_pct, float) else "-"
+    out_console.print(f"{who} a mean error of about {rt} % in RT and {sf} % in SF ({how})")
+
+
 @prima_app.command("profile")
 def profile(spec_path: SpecArg, out: OutOpt, env: EnvOpt = None, as_json: JsonOpt = False) -> None:
     """Train the probe, measure U × interference cells, write OUT/bundle.json. Resumable: cells
@@ -111,14 +122,12 @@ def profile(spec_path: SpecArg, out: OutOpt, env: EnvOpt = None, as_json: JsonOp
         f" (workload {spec.workload}, {environment})"
     )
     noise = scatter(profiler.model_points(pt))
-    rt_noise, sf_noise = noise["rt_noise_pct"], noise["sf_noise_pct"]
-    if isinstance(rt_noise, float) or isinstance(sf_noise, float):
-        out_console.print(
-            "The cells' own scatter alone would give a model built on them a mean error of about "
-            f"{'-' if rt_noise is None else f'{rt_noise:.1f}'} % in RT and "
-            f"{'-' if sf_noise is None else f'{sf_noise:.1f}'} % in SF "
-            "(from how far each cell's repetitions differ)"
-        )
+    _print_noise(
+        "The cells' own scatter alone would give a model built on them",
+        noise["rt_noise_pct"],
+        noise["sf_noise_pct"],
+        "from how far each cell's repetitions differ",
+    )
     if as_json:
         print(
             json.dumps(
@@ -188,14 +197,12 @@ def validate_cmd(
         f"{sf_text} % over the {s['im_sf_points']} with SF ≥ 0.1 "
         f"({s['clamped_points']} clamped, marked *)"
     )
-    rt_noise, sf_noise = s["rtm_noise_pct"], s["im_sf_noise_pct"]
-    if isinstance(rt_noise, float) or isinstance(sf_noise, float):
-        out_console.print(
-            "The held-out runs' own scatter alone would give a mean error of about "
-            f"{'-' if rt_noise is None else f'{rt_noise:.1f}'} % in RT and "
-            f"{'-' if sf_noise is None else f'{sf_noise:.1f}'} % in SF against a perfect model "
-            "(from how far each point's repetitions differ; the model's cells scatter too)"
-        )
+    _print_noise(
+        "The held-out runs' own scatter alone would give a perfect model",
+        s["rtm_noise_pct"],
+        s["im_sf_noise_pct"],
+        "from how far each point's repetitions differ; the model's cells scatter too",
+    )
     (out / "validation.json").write_text(json.dumps(s, indent=1) + "\n")
     if as_json:
         print(json.dumps(s, separators=(",", ":")))

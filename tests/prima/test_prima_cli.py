@@ -1,0 +1,93 @@
+"""``quell prima profile`` and ``validate`` on the simulator: the noise floors they print and
+write come from the recorded repetitions."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from quell.cli import app
+from quell.prima.bundle import load_bundle
+from quell.probe import severity_factor
+
+ROOT = Path(__file__).resolve().parents[2]
+SPEC = """\
+name: t
+workload: file-100k
+instance_type: sim
+scenario: profile-base-file.yaml
+interference: noise
+environment: sim
+util_levels_pct: [20, 50]
+interference_mbit: [0, 30]
+max_total_util_pct: 90
+cell_s: 20
+warmup_s: 2
+repetitions: 2
+training: {max_repetitions: 2, rel_width: 0.05}
+holdout:
+  - {util_pct: 30, interference_mbit: 20}
+  - {util_pct: 40, interference_mbit: 25}
+"""
+
+
+def floor(relative_se: list[float]) -> float:
+    return math.sqrt(2 / math.pi) * math.sqrt(sum(x * x for x in relative_se) / len(relative_se))
+
+
+def test_profile_and_validate_print_the_floors_of_their_own_runs(tmp_path: Path) -> None:
+    shutil.copy(ROOT / "scenarios" / "prima" / "profile-base-file.yaml", tmp_path)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC)
+    out = tmp_path / "out"
+    runner = CliRunner()
+    r = runner.invoke(app, ["prima", "profile", str(spec), "--out", str(out), "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout.strip().splitlines()[-1])
+    # The model cells' floor, recomputed from cells.jsonl: with two runs a and b pooled into
+    # m, the standard error is |a − b| / 2.
+    table = load_bundle(out / "bundle.json").probe_table
+    cells: dict[tuple[float, float], list[dict[str, object]]] = {}
+    for line in (out / "cells.jsonl").read_text().splitlines():
+        c = json.loads(line)
+        if c["kind"] == "model":
+            cells.setdefault((c["util_target_pct"], c["interference_mbit"]), []).append(c)
+    rt_se, sf_se = [], []
+    for a, b in cells.values():
+        n_a, n_b = a["requests"], b["requests"]
+        rt = (a["mean_rt_s"] * n_a + b["mean_rt_s"] * n_b) / (n_a + n_b)  # type: ignore[operator]
+        rt_se.append(100 * abs(a["mean_rt_s"] - b["mean_rt_s"]) / 2 / rt)  # type: ignore[operator]
+        sf_a, sf_b, sf = (
+            float(severity_factor(float(np.mean(p)), table.predict(u)))
+            for p, u in (
+                (a["probe_s"], a["util_pct"]),
+                (b["probe_s"], b["util_pct"]),
+                (a["probe_s"] + b["probe_s"], (a["util_pct"] + b["util_pct"]) / 2),  # type: ignore[operator]
+            )
+        )
+        if sf >= 0.1:
+            sf_se.append(100 * abs(sf_a - sf_b) / 2 / sf)
+    assert len(rt_se) == 4 and sf_se
+    assert doc["scatter"]["rt_noise_pct"] == pytest.approx(floor(rt_se))
+    assert doc["scatter"]["sf_noise_pct"] == pytest.approx(floor(sf_se))
+    assert doc["scatter"]["sf_noise_points"] == len(sf_se)
+    assert f"{floor(rt_se):.1f} % in RT" in " ".join(r.stdout.split())
+
+    r = runner.invoke(
+        app, ["prima", "validate", str(spec), str(out / "bundle.json"), "--out", str(out), "--json"]
+    )
+    assert r.exit_code == 0, r.output
+    v = json.loads(r.stdout.strip().splitlines()[-1])
+    assert v == json.loads((out / "validation.json").read_text())
+    rows = v["rows"]
+    assert [len(x["rt_reps_s"]) for x in rows] == [2, 2]
+    rt_se = [100 * abs(x["rt_reps_s"][0] - x["rt_reps_s"][1]) / 2 / x["rt_s"] for x in rows]
+    assert v["rtm_noise_pct"] == pytest.approx(floor(rt_se))
+    text = " ".join(r.stdout.split())
+    assert f"a mean error of about {floor(rt_se):.1f} % in RT" in text
