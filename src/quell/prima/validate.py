@@ -17,6 +17,10 @@ import numpy as np
 from quell.prima.bundle import ModelBundle
 from quell.prima.profile import MeasuredPoint
 
+SF_RATIO_MIN = 0.1
+"""Below this SF a relative SF error or scatter means nothing (below the IM's knee a zero SF
+fits any total load), so those points are left out of both."""
+
 
 @dataclass(frozen=True)
 class ValidationRow:
@@ -46,7 +50,7 @@ class ValidationRow:
     @property
     def sf_error_pct(self) -> float | None:
         """Relative SF error; ``None`` where SF is near zero and a ratio means nothing."""
-        if self.sf < 0.1:
+        if self.sf < SF_RATIO_MIN:
             return None
         return 100.0 * abs(self.sf_pred - self.sf) / self.sf
 
@@ -54,20 +58,37 @@ class ValidationRow:
     def sf_noise_pct(self) -> float | None:
         """Standard error of the pooled SF from its repetitions' scatter, relative to it;
         ``None`` with fewer than two repetitions or where SF is near zero."""
-        if self.sf < 0.1:
-            return None
-        return _relative_se_pct(self.sf_reps, self.sf)
+        return _relative_se_pcts(self.sf, self.sf_reps, self.rt_s, self.rt_reps_s)[0]
 
     @property
     def rt_noise_pct(self) -> float | None:
         """Standard error of the pooled mean RT from its repetitions' scatter, relative to it."""
-        return _relative_se_pct(self.rt_reps_s, self.rt_s)
+        return _relative_se_pcts(self.sf, self.sf_reps, self.rt_s, self.rt_reps_s)[1]
 
 
 def _relative_se_pct(reps: tuple[float, ...], mean: float) -> float | None:
     if len(reps) < 2 or mean <= 0:
         return None
     return float(100.0 * np.std(reps, ddof=1) / np.sqrt(len(reps)) / mean)
+
+
+def _relative_se_pcts(
+    sf: float, sf_reps: tuple[float, ...], rt_s: float, rt_reps_s: tuple[float, ...]
+) -> tuple[float | None, float | None]:
+    """A point's relative standard errors: (SF, or ``None`` below ``SF_RATIO_MIN``; RT)."""
+    sf_se = None if sf < SF_RATIO_MIN else _relative_se_pct(sf_reps, sf)
+    return sf_se, _relative_se_pct(rt_reps_s, rt_s)
+
+
+def _floors(ses: list[tuple[float | None, float | None]]) -> dict[str, float | int | None]:
+    sf = [s for s, _ in ses if s is not None]
+    rt = [r for _, r in ses if r is not None]
+    return {
+        "rt_noise_pct": noise_floor_pct(rt),
+        "rt_noise_points": len(rt),
+        "sf_noise_pct": noise_floor_pct(sf),
+        "sf_noise_points": len(sf),
+    }
 
 
 def noise_floor_pct(relative_se_pct: list[float]) -> float | None:
@@ -80,19 +101,14 @@ def noise_floor_pct(relative_se_pct: list[float]) -> float | None:
 
 def scatter(points: list[MeasuredPoint]) -> dict[str, float | int | None]:
     """The noise floor of measured points (the model's cells, say): the mean absolute error
-    their repetitions' scatter alone gives in RT and, over points with SF ≥ 0.1, in SF."""
-    sf = [e for p in points if p.sf >= 0.1 and (e := _relative_se_pct(p.rep_sf, p.sf)) is not None]
-    rt = [
-        e
-        for p in points
-        if (e := _relative_se_pct(tuple(r.mean_rt_s for r in p.reps), p.cell.mean_rt_s)) is not None
-    ]
-    return {
-        "rt_noise_pct": noise_floor_pct(rt),
-        "rt_noise_points": len(rt),
-        "sf_noise_pct": noise_floor_pct(sf),
-        "sf_noise_points": len(sf),
-    }
+    their repetitions' scatter alone gives in RT and, over points with SF ≥ ``SF_RATIO_MIN``, in SF."""
+    rt_reps = [tuple(r.mean_rt_s for r in p.reps) for p in points]
+    return _floors(
+        [
+            _relative_se_pcts(p.sf, p.rep_sf, p.cell.mean_rt_s, reps)
+            for p, reps in zip(points, rt_reps, strict=True)
+        ]
+    )
 
 
 def validate(bundle: ModelBundle, points: list[MeasuredPoint]) -> list[ValidationRow]:
@@ -121,8 +137,7 @@ def validate(bundle: ModelBundle, points: list[MeasuredPoint]) -> list[Validatio
 
 def summary(rows: list[ValidationRow]) -> dict[str, object]:
     sf_err = [e for r in rows if (e := r.sf_error_pct) is not None]
-    sf_noise = [e for r in rows if (e := r.sf_noise_pct) is not None]
-    rt_noise = [e for r in rows if (e := r.rt_noise_pct) is not None]
+    noise = _floors([(r.sf_noise_pct, r.rt_noise_pct) for r in rows])
     return {
         "points": len(rows),
         "rtm_mape_pct": float(np.mean([r.rt_error_pct for r in rows])) if rows else None,
@@ -130,10 +145,10 @@ def summary(rows: list[ValidationRow]) -> dict[str, object]:
         "im_total_mape_pct": float(np.mean([r.total_error_pct for r in rows])) if rows else None,
         "im_sf_points": len(sf_err),
         "clamped_points": sum(r.clamped for r in rows),
-        "rtm_noise_pct": noise_floor_pct(rt_noise),
-        "rtm_noise_points": len(rt_noise),
-        "im_sf_noise_pct": noise_floor_pct(sf_noise),
-        "im_sf_noise_points": len(sf_noise),
+        "rtm_noise_pct": noise["rt_noise_pct"],
+        "rtm_noise_points": noise["rt_noise_points"],
+        "im_sf_noise_pct": noise["sf_noise_pct"],
+        "im_sf_noise_points": noise["sf_noise_points"],
         "rows": [
             {
                 "util_pct": r.util_pct,
