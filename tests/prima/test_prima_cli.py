@@ -91,3 +91,70 @@ def test_profile_and_validate_print_the_floors_of_their_own_runs(tmp_path: Path)
     assert v["rtm_noise_pct"] == pytest.approx(floor(rt_se))
     text = " ".join(r.stdout.split())
     assert f"a mean error of about {floor(rt_se):.1f} % in RT" in text
+
+
+def test_more_repetitions_measure_only_the_missing_runs_and_build_the_same_bundle(
+    tmp_path: Path,
+) -> None:
+    shutil.copy(ROOT / "scenarios" / "prima" / "profile-base-file.yaml", tmp_path)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC)  # repetitions: 2
+    runner = CliRunner()
+
+    def profile(out: Path, *extra: str) -> list[dict[str, object]]:
+        r = runner.invoke(app, ["prima", "profile", str(spec), "--out", str(out), *extra])
+        assert r.exit_code == 0, r.output
+        return [json.loads(x) for x in (out / "cells.jsonl").read_text().splitlines()]
+
+    deepened = tmp_path / "deepened"
+    one = profile(deepened, "--repetitions", "1")
+    assert {c["repetition"] for c in one if c["kind"] == "model"} == {0}
+    two = profile(deepened, "--repetitions", "2")
+    assert two[: len(one)] == one
+    added = two[len(one) :]
+    model_cells = {
+        (c["util_target_pct"], c["interference_mbit"]) for c in one if c["kind"] == "model"
+    }
+    assert [c["kind"] for c in added] == ["model"] * len(model_cells)
+    assert {(c["util_target_pct"], c["interference_mbit"]) for c in added} == model_cells
+    assert {c["repetition"] for c in added} == {1}
+
+    fresh = tmp_path / "fresh"
+    profile(fresh)
+    a = json.loads((deepened / "bundle.json").read_text())
+    b = json.loads((fresh / "bundle.json").read_text())
+    assert a["rtm_points"] == b["rtm_points"] and a["im_points"] == b["im_points"]
+
+    r = runner.invoke(
+        app,
+        [
+            "prima",
+            "validate",
+            str(spec),
+            str(deepened / "bundle.json"),
+            "--out",
+            str(deepened),
+            "--repetitions",
+            "1",
+            "--json",
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.stdout.strip().splitlines()[-1])["rows"]
+    assert [len(x["rt_reps_s"]) for x in rows] == [1, 1]
+
+
+@pytest.mark.parametrize("value", ["0", "21", "many"])
+def test_a_bad_repetitions_option_is_refused_before_anything_runs(
+    tmp_path: Path, value: str
+) -> None:
+    shutil.copy(ROOT / "scenarios" / "prima" / "profile-base-file.yaml", tmp_path)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC)
+    out = tmp_path / "out"
+    r = CliRunner().invoke(
+        app, ["prima", "profile", str(spec), "--out", str(out), "--repetitions", value]
+    )
+    assert r.exit_code == 2
+    assert "--repetitions" in r.output
+    assert not out.exists()

@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 import typer
 from rich.progress import Progress
 
-from quell.prima.profile import CellRunner
+from quell.prima.profile import MAX_REPETITIONS, CellRunner, ProfileSpec
 from quell.scenario.model import Scenario
 
 prima_app = typer.Typer(help="PRIMA: probe training, model building and validation.")
@@ -20,6 +20,16 @@ EnvOpt = Annotated[
     str | None, typer.Option("--env", help="lab or sim (default: the spec's environment).")
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print a JSON document as the last line.")]
+RepsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--repetitions",
+        min=1,
+        max=MAX_REPETITIONS,
+        help="Runs pooled per model cell or held-out point, instead of the spec's. On an OUT "
+        "that has runs, only the missing ones are measured: a larger number deepens a profile.",
+    ),
+]
 
 
 def _runner(env: Literal["lab", "sim"], out_dir: Path) -> CellRunner:
@@ -59,6 +69,12 @@ def _env(spec_env: Literal["lab", "sim"], given: str | None) -> Literal["lab", "
     return "lab" if given == "lab" else "sim"
 
 
+def _with_repetitions(spec: ProfileSpec, repetitions: int | None) -> ProfileSpec:
+    if repetitions is None:
+        return spec
+    return spec.model_copy(update={"repetitions": repetitions})
+
+
 def _progress() -> Progress:
     from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
@@ -85,7 +101,13 @@ def _print_noise(who: str, rt_pct: object, sf_pct: object, how: str) -> None:
 
 
 @prima_app.command("profile")
-def profile(spec_path: SpecArg, out: OutOpt, env: EnvOpt = None, as_json: JsonOpt = False) -> None:
+def profile(
+    spec_path: SpecArg,
+    out: OutOpt,
+    env: EnvOpt = None,
+    repetitions: RepsOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
     """Train the probe, measure U × interference cells, write OUT/bundle.json. Resumable: cells
     already in OUT/cells.jsonl are not measured again."""
     from rich.table import Table
@@ -95,6 +117,7 @@ def profile(spec_path: SpecArg, out: OutOpt, env: EnvOpt = None, as_json: JsonOp
     from quell.prima.validate import scatter
 
     spec, base = load_profile_spec(spec_path)
+    spec = _with_repetitions(spec, repetitions)
     environment = _env(spec.environment, env)
     spec = spec.model_copy(update={"environment": environment})
     profiler = Profiler(spec, base, out, _runner(environment, out))
@@ -148,6 +171,7 @@ def validate_cmd(
     bundle_path: Annotated[Path, typer.Argument(help="Model bundle to validate.")],
     out: OutOpt,
     env: EnvOpt = None,
+    repetitions: RepsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Measure the spec's held-out points and compare them with RTM and IM (like Table II)."""
@@ -160,6 +184,7 @@ def validate_cmd(
     from quell.prima.validate import summary, validate
 
     spec, base = load_profile_spec(spec_path)
+    spec = _with_repetitions(spec, repetitions)
     bundle = load_bundle(bundle_path, spec.workload)
     if not spec.holdout:
         raise InputError(str(spec_path), [Problem("holdout", "no held-out points to measure")])

@@ -33,6 +33,8 @@ CellRunner = Callable[[Scenario, Path], Path]
 """Runs a derived scenario written at the given path; returns the run directory."""
 ProgressFn = Callable[[int, int, str], None]
 """(cells done, cells in all, what runs now)."""
+MAX_REPETITIONS = 20
+"""The most runs pooled per model cell or held-out point."""
 
 
 class _Strict(BaseModel):
@@ -65,7 +67,7 @@ class ProfileSpec(_Strict):
     """Skip cells whose offered U + interference exceed this share of the link (saturated)."""
     cell_s: Annotated[float, Field(gt=0, le=3600)] = 20.0
     warmup_s: Annotated[float, Field(ge=0, le=600)] = 3.0
-    repetitions: Annotated[int, Field(ge=1, le=20)] = 1
+    repetitions: Annotated[int, Field(ge=1, le=MAX_REPETITIONS)] = 1
     training: Training = Training()
     holdout: list[Point] = []
     """Points ``quell prima validate`` measures (not used to build the models)."""
@@ -350,10 +352,11 @@ class Profiler:
         return out
 
     def model_points(self, table: ProbeTable) -> list[MeasuredPoint]:
-        """The model cells measured so far, each with its repetitions."""
+        """The model cells measured so far, each with the repetitions a bundle pools (those
+        below ``repetitions``)."""
         cells: dict[tuple[float, float], list[CellResult]] = {}
         for r in self.done_.values():
-            if r.kind == "model":
+            if r.kind == "model" and r.repetition < self.spec.repetitions:
                 cells.setdefault((r.util_target_pct, r.interference_mbit), []).append(r)
         out = []
         for runs in cells.values():
