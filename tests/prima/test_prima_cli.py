@@ -108,6 +108,7 @@ def test_more_repetitions_measure_only_the_missing_runs_and_build_the_same_bundl
 
     deepened = tmp_path / "deepened"
     one = profile(deepened, "--repetitions", "1")
+    one_run_bundle = json.loads((deepened / "bundle.json").read_text())
     assert {c["repetition"] for c in one if c["kind"] == "model"} == {0}
     two = profile(deepened, "--repetitions", "2")
     assert two[: len(one)] == one
@@ -124,6 +125,18 @@ def test_more_repetitions_measure_only_the_missing_runs_and_build_the_same_bundl
     a = json.loads((deepened / "bundle.json").read_text())
     b = json.loads((fresh / "bundle.json").read_text())
     assert a["rtm_points"] == b["rtm_points"] and a["im_points"] == b["im_points"]
+
+    # Back to one run per cell: nothing is measured, and the bundle and the cells' scatter
+    # use the first run of each cell only (one run has no scatter).
+    r = runner.invoke(
+        app, ["prima", "profile", str(spec), "--out", str(deepened), "--repetitions", "1", "--json"]
+    )
+    assert r.exit_code == 0, r.output
+    assert len((deepened / "cells.jsonl").read_text().splitlines()) == len(two)
+    back = json.loads((deepened / "bundle.json").read_text())
+    assert back["rtm_points"] == one_run_bundle["rtm_points"]
+    scatter = json.loads(r.stdout.strip().splitlines()[-1])["scatter"]
+    assert scatter["rt_noise_pct"] is None and scatter["sf_noise_pct"] is None
 
     r = runner.invoke(
         app,
