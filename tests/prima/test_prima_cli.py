@@ -37,14 +37,22 @@ holdout:
 """
 
 
+@pytest.fixture
+def spec(tmp_path: Path) -> Path:
+    """SPEC written beside a copy of its base scenario."""
+    shutil.copy(ROOT / "scenarios" / "prima" / "profile-base-file.yaml", tmp_path)
+    path = tmp_path / "spec.yaml"
+    path.write_text(SPEC)
+    return path
+
+
 def floor(relative_se: list[float]) -> float:
     return math.sqrt(2 / math.pi) * math.sqrt(sum(x * x for x in relative_se) / len(relative_se))
 
 
-def test_profile_and_validate_print_the_floors_of_their_own_runs(tmp_path: Path) -> None:
-    shutil.copy(ROOT / "scenarios" / "prima" / "profile-base-file.yaml", tmp_path)
-    spec = tmp_path / "spec.yaml"
-    spec.write_text(SPEC)
+def test_profile_and_validate_print_the_floors_of_their_own_runs(
+    tmp_path: Path, spec: Path
+) -> None:
     out = tmp_path / "out"
     runner = CliRunner()
     r = runner.invoke(app, ["prima", "profile", str(spec), "--out", str(out), "--json"])
@@ -94,11 +102,9 @@ def test_profile_and_validate_print_the_floors_of_their_own_runs(tmp_path: Path)
 
 
 def test_more_repetitions_measure_only_the_missing_runs_and_build_the_same_bundle(
-    tmp_path: Path,
+    tmp_path: Path, spec: Path
 ) -> None:
-    shutil.copy(ROOT / "scenarios" / "prima" / "profile-base-file.yaml", tmp_path)
-    spec = tmp_path / "spec.yaml"
-    spec.write_text(SPEC)  # repetitions: 2
+    # SPEC asks for two runs per point
     runner = CliRunner()
 
     def profile(out: Path, *extra: str) -> list[dict[str, object]]:
@@ -159,11 +165,8 @@ def test_more_repetitions_measure_only_the_missing_runs_and_build_the_same_bundl
 
 @pytest.mark.parametrize("value", ["0", "21", "many"])
 def test_a_bad_repetitions_option_is_refused_before_anything_runs(
-    tmp_path: Path, value: str
+    tmp_path: Path, spec: Path, value: str
 ) -> None:
-    shutil.copy(ROOT / "scenarios" / "prima" / "profile-base-file.yaml", tmp_path)
-    spec = tmp_path / "spec.yaml"
-    spec.write_text(SPEC)
     out = tmp_path / "out"
     r = CliRunner().invoke(
         app, ["prima", "profile", str(spec), "--out", str(out), "--repetitions", value]
