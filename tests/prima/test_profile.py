@@ -26,9 +26,12 @@ SPEC = ROOT / "scenarios" / "prima" / "profile-file-lab.yaml"
 class ClosedFormRunner:
     """Writes a run whose observations are the closed forms at the cell's U and interference."""
 
-    def __init__(self, out: Path) -> None:
+    def __init__(self, out: Path, steal: dict[int, float] | None = None) -> None:
         self.out = out
         self.calls = 0
+        self.steal = steal or {}
+        """CPU steal ratio of the machine during given calls; those runs' probes and
+        responses are 50 % slower, as steal makes them."""
 
     @staticmethod
     def r_iso(u: float) -> float:
@@ -53,14 +56,16 @@ class ClosedFormRunner:
         run_dir = self.out / f"run{self.calls}"
         store = prepare_run_dir(run_dir, scenario, None, "sim")
         for k in range(1, int(scenario.duration_s) + 1):
-            probe = self.r_iso(u) * slow * (1 + rng.normal(0, 0.01))
+            stolen = 1.5 if self.calls in self.steal else 1.0
+            probe = self.r_iso(u) * slow * (1 + rng.normal(0, 0.01)) * stolen
             o = Observation(
                 time_s=float(k),
                 instance_id="i1",
                 interval_s=1.0,
                 requests=10,
-                mean_rt_seconds=sb.rt(u, sf),
+                mean_rt_seconds=sb.rt(u, sf) * stolen,
                 util_pct=u,
+                steal_ratio=self.steal.get(self.calls),
                 extra={"probe_rt_seconds": probe, "link_util_pct": total},
             )
             store.add_snapshot(Snapshot(float(k), "sim", {"i1": o}))
@@ -130,6 +135,52 @@ def test_profile_recovers_the_models_and_resumes(tmp_path: Path) -> None:
         ]
     )
     assert s["im_sf_mape_pct"] < 12.0 < 100 * single
+
+
+def test_a_run_with_cpu_steal_is_measured_again_and_kept_aside(tmp_path: Path) -> None:
+    spec, base = load_profile_spec(SPEC)
+    spec = spec.model_copy(update={"repetitions": 1})
+    # The first training run (U 10 %) has 3 % steal, the first model cell's 0.5 %.
+    n_training = len(spec.util_levels_pct)
+    runner = ClosedFormRunner(tmp_path / "runs", steal={1: 0.03, n_training + 2: 0.005})
+    profiler = Profiler(spec, base, tmp_path / "p", runner)
+    bundle = profiler.run()
+    assert runner.calls == n_training + grid_cells(spec) + 1
+    assert profiler.remeasured == 1
+    assert profiler.over_steal == []
+    # Kept, it would have read R_iso(10 %) 50 % high.
+    assert bundle.probe_table.r_iso_s_ == pytest.approx(
+        [runner.r_iso(u) for u in spec.util_levels_pct], rel=0.01
+    )
+    (stolen,) = [json.loads(x) for x in (tmp_path / "p" / "stolen.jsonl").read_text().splitlines()]
+    assert (stolen["kind"], stolen["repetition"], stolen["steal_pct"]) == ("training", 0, 3.0)
+    assert stolen["run_dir"].endswith("run1")
+    kept = [json.loads(x) for x in (tmp_path / "p" / "cells.jsonl").read_text().splitlines()]
+    assert kept[0]["run_dir"].endswith("run2")
+    assert kept[0]["steal_pct"] is None
+    assert [x["steal_pct"] for x in kept if x["steal_pct"] is not None] == [pytest.approx(0.5)]
+    # Cells recorded before steal was kept (no steal_pct) still load; nothing is measured again.
+    (tmp_path / "p" / "cells.jsonl").write_text(
+        "".join(json.dumps({k: v for k, v in x.items() if k != "steal_pct"}) + "\n" for x in kept)
+    )
+    again = ClosedFormRunner(tmp_path / "runs2")
+    Profiler(spec, base, tmp_path / "p", again).run()
+    assert again.calls == 0
+
+
+def test_when_every_attempt_has_steal_the_least_stolen_is_kept_and_named(tmp_path: Path) -> None:
+    spec, base = load_profile_spec(SPEC)
+    spec = spec.model_copy(update={"repetitions": 1, "max_attempts": 3})
+    runner = ClosedFormRunner(tmp_path / "runs", steal={1: 0.05, 2: 0.02, 3: 0.04})
+    profiler = Profiler(spec, base, tmp_path / "p", runner)
+    profiler.train()
+    assert runner.calls == len(spec.util_levels_pct) + 2
+    assert profiler.remeasured == 2
+    assert profiler.over_steal == ["training/10/0/0"]
+    stolen = (tmp_path / "p" / "stolen.jsonl").read_text().splitlines()
+    assert [json.loads(x)["steal_pct"] for x in stolen] == pytest.approx([5.0, 2.0, 4.0])
+    first = json.loads((tmp_path / "p" / "cells.jsonl").read_text().splitlines()[0])
+    assert (first["run_dir"].rsplit("/", 1)[1], first["steal_pct"]) == ("run2", 2.0)
 
 
 def test_repetitions_pool_into_one_model_point(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 import typer
 from rich.progress import Progress
 
-from quell.prima.profile import MAX_REPETITIONS, CellRunner, ProfileSpec
+from quell.prima.profile import MAX_REPETITIONS, CellRunner, Profiler, ProfileSpec
 from quell.scenario.model import Scenario
 
 prima_app = typer.Typer(help="PRIMA: probe training, model building and validation.")
@@ -100,6 +100,29 @@ def _print_noise(who: str, rt_pct: object, sf_pct: object, how: str) -> None:
     out_console.print(f"{who} a mean error of about {rt} % in RT and {sf} % in SF ({how})")
 
 
+def _steal_report(profiler: Profiler) -> dict[str, object]:
+    """Print, when any, the runs measured again for the machine's own CPU steal; returns the
+    same for ``--json``."""
+    from quell.cli import out_console
+
+    bound = profiler.spec.max_steal_pct
+    if profiler.remeasured:
+        out_console.print(
+            f"{profiler.remeasured} run(s) measured again: the machine's CPU steal averaged over "
+            f"{bound:g} % during them (kept in {profiler.stolen_path})"
+        )
+    if profiler.over_steal:
+        out_console.print(
+            f"[bold]kept although every attempt had CPU steal over {bound:g} %:[/bold] "
+            + ", ".join(profiler.over_steal)
+        )
+    return {
+        "max_steal_pct": bound,
+        "remeasured": profiler.remeasured,
+        "over_steal": list(profiler.over_steal),
+    }
+
+
 @prima_app.command("profile")
 def profile(
     spec_path: SpecArg,
@@ -151,6 +174,7 @@ def profile(
         noise["sf_noise_pct"],
         "from how far each cell's repetitions differ",
     )
+    steal = _steal_report(profiler)
     if as_json:
         print(
             json.dumps(
@@ -159,6 +183,7 @@ def profile(
                     "cells": len(bundle.data.rtm_points),
                     "probe_table": pt.to_dict(),
                     "scatter": noise,
+                    "steal": steal,
                 },
                 separators=(",", ":"),
             )
@@ -228,9 +253,10 @@ def validate_cmd(
         s["im_sf_noise_pct"],
         "from how far each point's repetitions differ; the model's cells scatter too",
     )
-    (out / "validation.json").write_text(json.dumps(s, indent=1) + "\n")
+    doc = {**s, "steal": _steal_report(profiler)}
+    (out / "validation.json").write_text(json.dumps(doc, indent=1) + "\n")
     if as_json:
-        print(json.dumps(s, separators=(",", ":")))
+        print(json.dumps(doc, separators=(",", ":")))
 
 
 @prima_app.command("show")
