@@ -78,7 +78,7 @@ class ProfileSpec(_Strict):
     training: Training = Training()
     holdout: list[Point] = []
     """Points ``quell prima validate`` measures (not used to build the models)."""
-    max_steal_pct: Annotated[float, Field(ge=0, le=100)] = 1.0
+    max_steal_pct: Annotated[float, Field(ge=0, le=100)] = 0.5
     """Measure a run again when the machine's mean CPU steal over it exceeded this."""
     max_attempts: Annotated[int, Field(ge=1, le=10)] = 3
     """Runs of one cell at most, refused ones included."""
