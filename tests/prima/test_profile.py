@@ -218,6 +218,11 @@ def test_repetitions_pool_into_one_model_point(tmp_path: Path) -> None:
     assert len(model) == cells_in_grid
     assert {tuple(r.repetition for r in p.reps) for p in model} == {(0, 1)}
     assert runner.calls == before + 2 * len(spec.holdout)  # nothing measured again
+    # Run 1 of every cell and every held-out point was measured before run 2 of any, so a
+    # profile stopped part-way has its runs spread over the whole grid.
+    log = [json.loads(x) for x in (tmp_path / "p" / "cells.jsonl").read_text().splitlines()]
+    for kind, n in (("model", cells_in_grid), ("holdout", len(spec.holdout))):
+        assert [x["repetition"] for x in log if x["kind"] == kind] == [0] * n + [1] * n
 
 
 def test_a_profile_spec_with_problems_lists_them_all(tmp_path: Path) -> None:

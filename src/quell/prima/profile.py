@@ -275,11 +275,13 @@ class Profiler:
 
     # -- the plan ------------------------------------------------------------------------------
     def model_cells(self) -> Iterator[tuple[float, float, int]]:
+        """Run k of every cell before run k + 1 of any, so a profile stopped part-way (or
+        deepened over several sittings) has its runs spread evenly over the grid."""
         link = self.base.host(self.base.instances[0].host).link_mbit or 1.0
-        for u in self.spec.util_levels_pct:
-            for i in self.spec.interference_mbit:
-                if u + 100.0 * i / link <= self.spec.max_total_util_pct:
-                    for rep in range(self.spec.repetitions):
+        for rep in range(self.spec.repetitions):
+            for u in self.spec.util_levels_pct:
+                for i in self.spec.interference_mbit:
+                    if u + 100.0 * i / link <= self.spec.max_total_util_pct:
                         yield u, i, rep
 
     def planned(self) -> int:
@@ -344,7 +346,11 @@ class Profiler:
         table = self.train(progress)
         cells: dict[tuple[float, float], list[CellResult]] = {}
         for u, i, rep in self.model_cells():
-            progress(len(self.done_), self.planned(), f"model U={u:g}% interference {i:g} Mbit/s")
+            progress(
+                len(self.done_),
+                self.planned(),
+                f"model U={u:g}% interference {i:g} Mbit/s run {rep + 1}",
+            )
             cells.setdefault((u, i), []).append(self._cell("model", u, i, rep))
         rtm: list[tuple[float, float, float]] = []
         im: list[tuple[float, float, float, float]] = []
@@ -373,21 +379,23 @@ class Profiler:
     ) -> list[MeasuredPoint]:
         """Measure the spec's held-out points, `repetitions` runs of each pooled as the model's
         cells are; each repetition's own SF is kept to show how much the runs scatter."""
-        out = []
         reps = self.spec.repetitions
-        for k, p in enumerate(self.spec.holdout):
-            runs = []
-            for rep in range(reps):
+        points = self.spec.holdout
+        runs: list[list[CellResult]] = [[] for _ in points]
+        for rep in range(reps):  # run k of every point before run k + 1 of any
+            for k, p in enumerate(points):
                 progress(
-                    k * reps + rep,
-                    len(self.spec.holdout) * reps,
-                    f"holdout U={p.util_pct:g}% interference {p.interference_mbit:g}",
+                    rep * len(points) + k,
+                    len(points) * reps,
+                    f"holdout U={p.util_pct:g}% interference {p.interference_mbit:g} run {rep + 1}",
                 )
-                runs.append(self._cell("holdout", p.util_pct, p.interference_mbit, rep))
-            r = pool(runs)
+                runs[k].append(self._cell("holdout", p.util_pct, p.interference_mbit, rep))
+        out = []
+        for point_runs in runs:
+            r = pool(point_runs)
             sf = self.cell_sf(table, r)
             if sf is not None:
-                out.append(self._point(table, r, sf, runs))
+                out.append(self._point(table, r, sf, point_runs))
         return out
 
     def model_points(self, table: ProbeTable) -> list[MeasuredPoint]:
