@@ -242,6 +242,12 @@ def measure(
     return util, total, probes, rt, n, steal_pct
 
 
+def _append(path: Path, result: CellResult) -> None:
+    """One JSON line, written as soon as the run is measured."""
+    with path.open("a") as f:
+        f.write(json.dumps(asdict(result)) + "\n")
+
+
 class Profiler:
     """Runs the cells of a profile into ``out_dir`` and builds the bundle.
 
@@ -299,22 +305,19 @@ class Profiler:
         path = cell_dir / f"{key.replace('/', '_')}.yaml"
         path.write_text(yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False))
         attempts: list[CellResult] = []
-        while True:
+        for _ in range(self.spec.max_attempts):
             run_dir = self.runner(scenario, path)
             util, total, probes, rt, n, steal = measure(run_dir, self.spec.warmup_s)
             result = CellResult(kind, u, i, rep, util, total, probes, rt, n, str(run_dir), steal)
             attempts.append(result)
             if not self._stolen(result):
                 break
-            with self.stolen_path.open("a") as f:
-                f.write(json.dumps(asdict(result)) + "\n")
-            if len(attempts) >= self.spec.max_attempts:
-                result = min(attempts, key=lambda r: r.steal_pct or 0.0)
-                self.over_steal.append(key)
-                break
-            self.remeasured += 1
-        with self.log_path.open("a") as f:
-            f.write(json.dumps(asdict(result)) + "\n")
+            _append(self.stolen_path, result)
+        else:
+            result = min(attempts, key=lambda r: r.steal_pct or 0.0)
+            self.over_steal.append(key)
+        self.remeasured += len(attempts) - 1
+        _append(self.log_path, result)
         self.done_[key] = result
         return result
 
