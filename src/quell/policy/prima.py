@@ -1,6 +1,6 @@
 """The PRIMA controller (Section III-B3, calibration of Section IV).
 
-Each interval: SF per instance (the median of its last ``sf_window`` probe samples); effective
+Each interval: SF per instance (Eq. 1 on the mean of its last ``sf_window`` probe samples); effective
 capacity U_max per instance from the models; total load U. Capacity on its way (instances
 requested or serving but without an SF yet) counts as an interference-free instance's U_max
 each. When U exceeds ΣU_max plus that now and in W + 1 of the last 2W + 1 intervals
@@ -80,7 +80,11 @@ class PrimaParams(BaseModel):
     without capacity gets nothing); ``equal_rt``, the split that gives every instance the same
     predicted response time (the worst instance suffers least, but more of them miss R_th)."""
     sf_window: Annotated[int, Field(ge=1, le=100)] = 3
-    """SF of an instance: median of its last this many probe samples (1: the last sample)."""
+    """SF of an instance over its last this many probe samples (1: the last sample)."""
+    sf_estimator: Literal["mean", "median"] = "mean"
+    """How the window's samples make one SF: ``mean``, Eq. 1 on their mean probe time, as the
+    profile reads a model cell; ``median``, the median of their SFs, which one outlying sample
+    moves less but which reads a skewed probe time low (``SeverityEstimator``)."""
     util_window: Annotated[int, Field(ge=1, le=100)] = 1
     """U of an instance (and the total load): mean of its last this many intervals' utilisations
     (1: this interval's, as the paper with its 10 s period). The probe's SF is always read at
@@ -108,7 +112,9 @@ class PrimaPolicy:
         self.capacity_: CapacityModel = bundle.capacity_model(target_rt_s)
         self.new_capacity_pct = float(self.capacity_.capacity_for(np.zeros(1)).value[0])
         """U_max of an interference-free instance: what a new instance is expected to add."""
-        self.severity_ = SeverityEstimator(bundle.probe_table, params.sf_window)
+        self.severity_ = SeverityEstimator(
+            bundle.probe_table, params.sf_window, params.sf_estimator
+        )
         self.fleet_ = Fleet.from_context(ctx)
         self.util_window_ = UtilWindow(params.util_window) if params.util_window > 1 else None
         self._probe_pct = dict(ctx.probe_util_pct) if params.probe_accounting else {}
@@ -297,7 +303,9 @@ class PrimaPolicy:
     ) -> Decision:
         demand = total_u * (1.0 + self.params.safety_factor)
         net = self.new_capacity_pct - self._new_probe_pct
-        need = max(1, math.ceil((demand - planned) / max(net, 1e-9)))
+        # Less a hair, so a shortfall of exactly k instances' capacity read with rounding error
+        # asks for k, not k + 1.
+        need = max(1, math.ceil((demand - planned) / max(net, 1e-9) - 1e-9))
         adds = self.fleet_.add_many(need, weight=0, avoid=self.host_u_int_)
         detail["added"] = [a.instance_id for a in adds]
         if not adds:
