@@ -79,12 +79,12 @@ class SeverityEstimator:
     ) -> NDArray[np.float64]:
         """Take one new probe sample per id (each id once); returns the samples' SF."""
         r_iso = self.table.predict(util_pct)
-        sf = severity_factor(probe_rt_s, r_iso)
+        excess_now = (np.asarray(probe_rt_s, dtype=float) - r_iso) / r_iso  # Eq. 1 unclipped
+        sf: NDArray[np.float64] = np.maximum(excess_now, 0.0)
         self._fresh = tuple(ids)
         if not ids:
             return sf
         r = self._rows(ids)
-        excess_now = (np.asarray(probe_rt_s) - r_iso) / r_iso  # Eq. 1 before its clip at 0
         self._samples[r, self._seen[r] % self.window] = excess_now
         self._seen[r] += 1
         block = self._samples[r]
@@ -94,7 +94,7 @@ class SeverityEstimator:
             excess = _mean_of_samples(block, np.minimum(self._seen[r], self.window))
         else:
             excess = _median_of_samples(block)
-        self._sf[r] = np.maximum(excess, 0.0)  # Eq. 1: no slower than in isolation, SF 0
+        self._sf[r] = np.maximum(excess, 0.0)  # Eq. 1: a window no slower than isolation reads 0
         return sf
 
     @property
@@ -145,7 +145,7 @@ class SeverityEstimator:
 
 
 def _mean_of_samples(block: NDArray[np.float64], count: NDArray[np.int64]) -> NDArray[np.float64]:
-    """The mean of each row's first ``count`` samples in ring order (the rest are NaN)."""
+    """The mean of each row's samples, ``count`` of them (slots not yet filled are NaN)."""
     out: NDArray[np.float64] = np.where(np.isnan(block), 0.0, block).sum(axis=1) / count
     return out
 
