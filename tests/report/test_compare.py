@@ -4,12 +4,22 @@ policy asked for in that phase if that is before the phase ends."""
 
 from __future__ import annotations
 
+import io
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from quell.core.action import AddInstance, Decision, RemoveInstance
-from quell.report.compare import mitigation_settle_s, run_phases, settle_s
+from quell.core.observation import Observation, Snapshot
+from quell.report.compare import (
+    compare_table,
+    mitigation_settle_s,
+    run_phases,
+    settle_s,
+    steal_note,
+)
 from quell.store.run import RequestRecord, RunStore
 from tests.sim.build import build_scenario
 
@@ -69,9 +79,18 @@ SCENARIO = build_scenario(
 )
 
 
-def _store(path: Path, adds: list[float], slow_until_s: float) -> Path:
-    """One request a second from a; 40 ms until `slow_until_s`, 10 ms after."""
+def _store(
+    path: Path,
+    adds: list[float],
+    slow_until_s: float,
+    steal_ratio: Callable[[float], float] | None = None,
+) -> Path:
+    """One request a second from a; 40 ms until `slow_until_s`, 10 ms after; with
+    `steal_ratio`, an observation of a each second carrying the machine's steal then."""
     with RunStore.create(path) as store:
+        for t in range(1, 101) if steal_ratio is not None else ():
+            obs = Observation(float(t), "a", 1.0, steal_ratio=steal_ratio(float(t)))
+            store.add_snapshot(Snapshot(float(t), "lab", {"a": obs}))
         store.add_requests(
             RequestRecord(t, 0.040 if t < slow_until_s else 0.010, 200, 100, "a")
             for t in (k + 0.5 for k in range(100))
@@ -106,3 +125,28 @@ def test_an_addition_too_late_to_settle_in_its_phase_is_left_out(tmp_path: Path)
     noisy = out["phases"][1]
     assert noisy["settled_from_s"] == 66.0 and noisy["meets_target"] is True
     assert noisy["worst_mean_rt_s"] == pytest.approx((4 * 0.040 + 30 * 0.010) / 34)
+
+
+def test_each_settled_window_carries_the_machines_steal_and_the_table_names_the_suspect(
+    tmp_path: Path,
+) -> None:
+    # Steal 0.1 % a second until 80 s, 2 % after: the noisy window [66, 100) averages
+    # (14 x 0.1 + 20 x 2.0) / 34 %; the base window [16, 50) 0.1 %.
+    path = _store(tmp_path / "r", [], 70.0, lambda t: 0.001 if t <= 80 else 0.02)
+    out = run_phases(SCENARIO, path)
+    base, noisy = out["phases"]
+    assert base["steal_pct"] == pytest.approx(0.1)
+    assert noisy["steal_pct"] == pytest.approx((14 * 0.1 + 20 * 2.0) / 34)
+    assert out["max_steal_pct"] == noisy["steal_pct"]
+    clean = run_phases(SCENARIO, _store(tmp_path / "q", [], slow_until_s=70.0))
+    assert clean["max_steal_pct"] is None and clean["phases"][0]["steal_pct"] is None
+
+    result = {"scenario": "cmp", "target_rt_s": 0.02, "policies": {"lsf": out, "rr": clean}}
+    buf = io.StringIO()
+    compare_table(result, Console(file=buf, width=200))
+    text = buf.getvalue()
+    assert "steal %" in text and "1.22" in text
+    note = steal_note(result)
+    assert note is not None and "lsf noisy 1.22 %" in note and "base" not in note
+    assert "rr" not in note.split(":")[1]
+    assert steal_note(result, bound_pct=2.0) is None

@@ -13,7 +13,7 @@ from rich.console import Console
 
 from quell.core.observation import Observation, Snapshot
 from quell.report.summary import summarize
-from quell.report.table import print_summary, row_cells
+from quell.report.table import phase_title, print_summary, row_cells
 from quell.store.run import RunStore
 
 
@@ -205,3 +205,31 @@ def test_a_large_fleet_table_shows_the_slowest_and_the_medians() -> None:
     assert len(rows) == SLOWEST + 1
     small = phase_rows({"instances": dict(list(insts.items())[:5])})
     assert [r[0] for r in small] == ["i0", "i1", "i2", "i3", "i4"]
+
+
+def test_each_phase_carries_the_machines_cpu_steal(tmp_path: Path) -> None:
+    """Steal is host-wide: one value per interval, however many instances recorded it; a phase
+    over ``STEAL_SUSPECT_PCT`` is marked in its title, and a run without steal has ``None``."""
+    store = RunStore.create(tmp_path / "run")
+    phases = [["quiet", 0.0, 6.0], ["stolen", 6.0, 12.0]]
+    store.set_meta(scenario="w", environment="lab", phases=phases, finished_at=1)
+    steal = {2.0: 0.001, 4.0: 0.002, 6.0: 0.003, 8.0: 0.010, 10.0: 0.020, 12.0: 0.0}
+    for t, ratio in steal.items():
+        # a second instance at 10 s only: the mean is over intervals (1.25 % over rows)
+        ids = ["a", "b"] if t == 10.0 else ["a"]
+        obs = {i: Observation(t, i, 2.0, steal_ratio=ratio) for i in ids}
+        store.add_snapshot(Snapshot(t, "lab", obs))
+    store.commit()
+    s = summarize(store)
+    store.close()
+    quiet, stolen = s["phases"]
+    assert quiet["steal_pct"] == 0.2  # intervals ending at 2, 4, 6 s: (0.1 + 0.2 + 0.3) / 3 %
+    assert stolen["steal_pct"] == 1.0  # (1.0 + 2.0 + 0.0) / 3 %
+    assert phase_title(quiet) == "quiet  [0, 6) s  machine CPU steal 0.20 %"
+    assert phase_title(stolen).endswith("machine CPU steal 1.00 % (suspect)")
+
+
+def test_a_run_without_steal_has_none_and_a_plain_title(run_dir: Path) -> None:
+    phase = _summary(run_dir)["phases"][0]
+    assert phase["steal_pct"] is None
+    assert phase_title(phase) == "baseline  [0, 10) s"

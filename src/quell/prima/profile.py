@@ -27,6 +27,7 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from quell.core.observation import STEAL_SUSPECT_PCT
 from quell.errors import InputError, Problem
 from quell.prima.bundle import BundleMeta, ModelBundle, build_bundle
 from quell.probe.severity import PROBE_KEY, severity_factor
@@ -78,7 +79,7 @@ class ProfileSpec(_Strict):
     training: Training = Training()
     holdout: list[Point] = []
     """Points ``quell prima validate`` measures (not used to build the models)."""
-    max_steal_pct: Annotated[float, Field(ge=0, le=100)] = 0.5
+    max_steal_pct: Annotated[float, Field(ge=0, le=100)] = STEAL_SUSPECT_PCT
     """Measure a run again when the machine's mean CPU steal over it exceeded this."""
     max_attempts: Annotated[int, Field(ge=1, le=10)] = 3
     """Runs of one cell at most, refused ones included."""

@@ -14,6 +14,8 @@ policy's mitigations have settled, "boot delay + 2 periods" after each:
 
 Within the window, each instance's mean response time is computed from the client-side requests
 it answered; a policy *meets the target* in a phase when every instance's settled mean is ≤ R_th.
+Beside it stands the machine's CPU steal over the window: the lab is itself often a cloud VM,
+and a window whose steal averaged over ``STEAL_SUSPECT_PCT`` is named under the table.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from rich.console import Console
 from rich.table import Table
 
 from quell.core.action import SCALING_TYPES, AddInstance
+from quell.core.observation import STEAL_SUSPECT_PCT
 from quell.scenario.model import Scenario
 from quell.store.run import RunStore
 
@@ -43,24 +46,18 @@ def settle_s(scenario: Scenario) -> float:
 
 
 def run_phases(scenario: Scenario, run_dir: Path) -> dict[str, Any]:
-    """Per phase: settled mean RT of each instance, and whether all met the target."""
+    """Per phase: settled mean RT of each instance, whether all met the target, and the
+    machine's CPU steal over the window (``None`` where the environment measures none)."""
     target = scenario.target.mean_rt_s if scenario.target else None
     with RunStore.open(run_dir) as store:
         req = store.request_arrays()
         decisions = store.decisions()
+        windows = _settled_windows(scenario, decisions)
+        steal = [store.steal_pct(lo, end) for _, lo, end in windows]
     done = req["send_s"] + np.nan_to_num(req["latency_s"], nan=0.0)
     ok = ~np.isnan(req["latency_s"])
-    added_s = [
-        t
-        for t, _, _, actions in decisions
-        for a in actions
-        if a.get("type") == AddInstance.__name__
-    ]
-    first, mitigation = settle_s(scenario), mitigation_settle_s(scenario)
     phases = []
-    for name, start, end in scenario.phases():
-        later = [t + mitigation for t in added_s if start <= t and t + mitigation < end]
-        lo = min(max([start + first, *later]), end)
+    for (name, lo, end), steal_pct in zip(windows, steal, strict=True):
         sel = ok & (done >= lo) & (done < end)
         per: dict[str, float] = {}
         for server in sorted(set(req["server"][sel].tolist())):
@@ -76,19 +73,40 @@ def run_phases(scenario: Scenario, run_dir: Path) -> dict[str, Any]:
                 "mean_rt_s": per,
                 "worst_mean_rt_s": worst,
                 "meets_target": None if target is None or worst is None else worst <= target,
+                "steal_pct": steal_pct,
             }
         )
     scaling = [
         a for _, _, _, actions in decisions for a in actions if a.get("type") in SCALING_TYPES
     ]
     all_ok = ~np.isnan(req["latency_s"])
+    measured = [s for s in steal if s is not None]
     return {
         "run_dir": str(run_dir),
         "phases": phases,
         "scaling_actions": len(scaling),
         "mean_rt_s": float(req["latency_s"][all_ok].mean()) if all_ok.any() else None,
         "errors": int((~all_ok).sum()),
+        "max_steal_pct": max(measured) if measured else None,
     }
+
+
+def _settled_windows(
+    scenario: Scenario, decisions: list[tuple[float, str, str, list[dict[str, Any]]]]
+) -> list[tuple[str, float, float]]:
+    """(phase, settled from, end) of every phase, given the run's decisions."""
+    added_s = [
+        t
+        for t, _, _, actions in decisions
+        for a in actions
+        if a.get("type") == AddInstance.__name__
+    ]
+    first, mitigation = settle_s(scenario), mitigation_settle_s(scenario)
+    windows = []
+    for name, start, end in scenario.phases():
+        later = [t + mitigation for t in added_s if start <= t and t + mitigation < end]
+        windows.append((name, min(max([start + first, *later]), end), end))
+    return windows
 
 
 def comparison(scenario: Scenario, runs: list[tuple[str, Path]]) -> dict[str, Any]:
@@ -113,6 +131,7 @@ def compare_table(result: dict[str, Any], console: Console) -> None:
         t.add_column(f"{ph} ms", justify="right")
     t.add_column("scaling", justify="right")
     t.add_column("errors", justify="right")
+    t.add_column("steal %", justify="right")
     for name in names:
         r = result["policies"][name]
         cells = []
@@ -120,5 +139,33 @@ def compare_table(result: dict[str, Any], console: Console) -> None:
             w = p["worst_mean_rt_s"]
             mark = " *" if p["meets_target"] is False else ""
             cells.append("-" if w is None else f"{w * 1e3:.1f}{mark}")
-        t.add_row(name, *cells, str(r["scaling_actions"]), str(r["errors"]))
+        steal = r.get("max_steal_pct")
+        t.add_row(
+            name,
+            *cells,
+            str(r["scaling_actions"]),
+            str(r["errors"]),
+            "-" if steal is None else f"{steal:.2f}",
+        )
     console.print(t)
+    note = steal_note(result)
+    if note is not None:
+        console.print(f"[yellow]{note}[/]", highlight=False)
+
+
+def steal_note(result: dict[str, Any], bound_pct: float = STEAL_SUSPECT_PCT) -> str | None:
+    """A warning naming every settled window in which the machine's CPU steal averaged over
+    ``bound_pct``, else ``None``: the machine itself slowed that run, and a comparison with it
+    says less than its numbers suggest."""
+    over = [
+        f"{name} {p['phase']} {p['steal_pct']:.2f} %"
+        for name, r in result["policies"].items()
+        for p in r["phases"]
+        if p.get("steal_pct") is not None and p["steal_pct"] > bound_pct
+    ]
+    if not over:
+        return None
+    return (
+        f"the machine's CPU steal averaged over {bound_pct:g} % in: {', '.join(over)}. "
+        "Steal slows every instance and its probe and reads as interference: run again."
+    )

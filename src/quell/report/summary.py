@@ -1,7 +1,7 @@
 """The per-phase summary of a run: the JSON that ``lab run --json`` and ``sim run --json`` print.
 
 Shape: ``{"run_dir", "environment", "scenario", "rt_source", "cycle_errors", "complete",
-"data_end_s", "phases": [{"name", "start_s", "end_s", "observed_s", "instances": {ID:
+"data_end_s", "phases": [{"name", "start_s", "end_s", "observed_s", "steal_pct", "instances": {ID:
 {"requests", "errors", "throughput_rps", "mean_rt_ms", "p95_rt_ms", "cpu_util",
 "util_pct"}}}]}``.
 
@@ -12,7 +12,8 @@ interval p95s, an approximation the summary flags with ``"rt_source": "intervals
 A run is ``complete`` when its store records ``finished_at``. A run killed mid-way has data only
 up to ``data_end_s`` (the end of its last recorded interval): each phase's ``observed_s`` is the
 part of the phase that data covers, and throughput is requests per observed second (``None``
-for a phase the run never reached)."""
+for a phase the run never reached). ``steal_pct`` is the machine's mean CPU steal over the phase
+(``None`` where the environment measures none, as the simulator)."""
 
 from __future__ import annotations
 
@@ -105,6 +106,7 @@ def summarize(store: RunStore) -> dict[str, Any]:
                 "start_s": start,
                 "end_s": end,
                 "observed_s": _clean(length),
+                "steal_pct": _clean(store.steal_pct(start, end)),
                 "instances": insts,
             }
         )

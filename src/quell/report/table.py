@@ -8,6 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from quell.core.observation import STEAL_SUSPECT_PCT
 from quell.report.summary import INSTANCE_METRICS
 
 COLUMNS: tuple[str, ...] = (
@@ -41,7 +42,13 @@ def row_cells(instance_id: str, m: dict[str, Any]) -> list[str]:
 
 
 def phase_title(phase: dict[str, Any]) -> str:
-    return f"{phase['name']}  [{phase['start_s']:g}, {phase['end_s']:g}) s"
+    title = f"{phase['name']}  [{phase['start_s']:g}, {phase['end_s']:g}) s"
+    steal = phase.get("steal_pct")
+    if steal is not None:
+        title += f"  machine CPU steal {steal:.2f} %"
+        if steal > STEAL_SUSPECT_PCT:
+            title += " (suspect)"
+    return title
 
 
 def incomplete_note(summary: dict[str, Any]) -> str | None:

@@ -190,6 +190,22 @@ class RunStore:
         )
         return {row[0]: dict(zip(keys, row[1:], strict=True)) for row in rows}
 
+    def steal_pct(self, start_s: float, end_s: float) -> float | None:
+        """The machine's mean CPU steal, in percent, over the intervals whose midpoint is in
+        ``[start_s, end_s)``, one value per interval (steal is host-wide, recorded on every
+        instance's row); ``None`` where the environment measured none (the simulator)."""
+        row = self._conn.execute(
+            """
+            SELECT AVG(s) FROM (
+              SELECT MAX(steal_ratio) AS s FROM observations
+              WHERE steal_ratio IS NOT NULL
+                AND time_s - interval_s / 2.0 >= ? AND time_s - interval_s / 2.0 < ?
+              GROUP BY time_s)
+            """,
+            (start_s, end_s),
+        ).fetchone()
+        return None if row[0] is None else 100.0 * float(row[0])
+
     def last_time_s(self) -> float:
         row = self._conn.execute("SELECT MAX(time_s) FROM observations").fetchone()
         return float(row[0]) if row[0] is not None else 0.0
