@@ -10,7 +10,7 @@ import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from quell.core.action import Decision
 from quell.core.environment import Environment, Policy
@@ -22,6 +22,31 @@ from quell.store.run import RequestRecord, RunStore
 
 ProgressFn = Callable[[float, str], None]
 """Called with (seconds of the run done, current phase name)."""
+
+T = TypeVar("T")
+
+
+def least_stolen(
+    run: Callable[[], T],
+    steal_pct: Callable[[T], float | None],
+    bound_pct: float,
+    attempts: int,
+    on_refused: Callable[[T], None] = lambda _: None,
+) -> tuple[T, list[T]]:
+    """Run until a run's CPU steal (``steal_pct`` of it, ``None`` for none measured) is at most
+    ``bound_pct``, ``attempts`` runs at most. Returns the run kept — the first within the bound,
+    else the least stolen — and every run over the bound, in order (the kept one among them
+    when none was within it). ``on_refused`` sees each over-bound run as soon as it ends, so a
+    caller can record it before the next run starts."""
+    over: list[tuple[float, T]] = []
+    for _ in range(attempts):
+        result = run()
+        steal = steal_pct(result)
+        if steal is None or steal <= bound_pct:
+            return result, [r for _, r in over]
+        over.append((steal, result))
+        on_refused(result)
+    return min(over, key=lambda sr: sr[0])[1], [r for _, r in over]
 
 
 @runtime_checkable

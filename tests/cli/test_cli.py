@@ -214,3 +214,63 @@ def test_scenario_check_builds_the_policies_it_names(tmp_path: Path) -> None:
     assert_clean_failure(
         quell("scenario", "check", scenario), "nope.json", "model bundle not found"
     )
+
+
+# A stand-in lab runner for ``lab compare``: each call writes a finished run whose every
+# interval carries the machine's CPU steal from STEALS (one value per call, in order), so the
+# test shows which runs compare keeps and which it runs again, without the lab.
+STEAL_RUNNER = """
+import json, sys, types
+from pathlib import Path
+from quell.core.observation import Observation, Snapshot
+from quell.experiment import new_run_dir, prepare_run_dir
+from quell.store.run import RequestRecord
+STEALS = json.loads(sys.argv.pop(1))
+stand_in = types.ModuleType("quell.lab.runner")
+def run_lab(scenario, path, runs_dir, progress):
+    steal = STEALS.pop(0)
+    run_dir = new_run_dir(runs_dir, scenario, "lab")
+    store = prepare_run_dir(run_dir, scenario, path, "lab")
+    for t in range(1, int(scenario.duration_s) + 1):
+        obs = {i.id: Observation(float(t), i.id, 1.0, steal_ratio=steal) for i in scenario.instances}
+        store.add_snapshot(Snapshot(float(t), "lab", obs))
+    store.add_requests(RequestRecord(t + 0.5, 0.01, 200, 100, "web1") for t in range(30))
+    store.set_meta(finished_at=1.0)
+    store.close()
+    return {"run_dir": str(run_dir)}
+stand_in.run_lab = run_lab
+sys.modules["quell.lab.runner"] = stand_in
+sys.argv = ["quell", *sys.argv[1:]]
+from quell.cli import main
+main()
+"""
+
+
+def test_lab_compare_runs_a_stolen_run_again_and_keeps_it(tmp_path: Path) -> None:
+    scenario = tmp_path / "s.yaml"
+    text = VALID.read_text().replace("name: base", "name: cmp")
+    scenario.write_text(text + "policy: {name: static}\ncompare:\n  - {name: rr}\n")
+    runs = tmp_path / "runs"
+    # static: 2 % steal, then 0.1 %; rr: 0.8 % twice (kept, the least stolen of its two)
+    steals = json.dumps([0.02, 0.001, 0.009, 0.008])
+    proc = quell(
+        steals, "lab", "compare", "--runs-dir", runs, "--json", scenario, code=STEAL_RUNNER
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    static, rr = result["policies"]["static"], result["policies"]["rr"]
+    assert static["max_steal_pct"] == pytest.approx(0.1)
+    assert rr["max_steal_pct"] == pytest.approx(0.8)
+    assert len(result["stolen"]["static"]) == 1 and len(result["stolen"]["rr"]) == 2
+    assert rr["run_dir"] in result["stolen"]["rr"]
+    for kept_or_refused in [*result["stolen"]["static"], *result["stolen"]["rr"]]:
+        assert Path(kept_or_refused, "run.db").is_file()  # nothing measured is thrown away
+    assert "rr noisy 0.80 %" in proc.stdout  # the warning under the table
+    assert "static" not in proc.stdout.split("averaged over")[1].split("\n")[0]
+
+
+def test_lab_compare_refuses_bad_steal_options_before_running(tmp_path: Path) -> None:
+    for option, value in (("--attempts", "0"), ("--max-steal-pct", "-1")):
+        proc = quell("lab", "compare", option, value, VALID, code=NEVER_CALLED_RUNNER)
+        assert proc.returncode == 2 and option in proc.stderr, proc.stderr
+        assert "run_lab was called" not in proc.stderr and "Traceback" not in proc.stderr

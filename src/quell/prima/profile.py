@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from quell.core.observation import STEAL_SUSPECT_PCT
 from quell.errors import InputError, Problem
+from quell.experiment import least_stolen
 from quell.prima.bundle import BundleMeta, ModelBundle, build_bundle
 from quell.probe.severity import PROBE_KEY, severity_factor
 from quell.probe.table import ProbeTable, TrainingLevel
@@ -305,25 +306,26 @@ class Profiler:
         cell_dir.mkdir(exist_ok=True)
         path = cell_dir / f"{key.replace('/', '_')}.yaml"
         path.write_text(yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False))
-        attempts: list[CellResult] = []
-        for _ in range(self.spec.max_attempts):
+
+        def once() -> CellResult:
             run_dir = self.runner(scenario, path)
             util, total, probes, rt, n, steal = measure(run_dir, self.spec.warmup_s)
-            result = CellResult(kind, u, i, rep, util, total, probes, rt, n, str(run_dir), steal)
-            attempts.append(result)
-            if not self._stolen(result):
-                break
-            _append(self.stolen_path, result)
-        else:
-            result = min(attempts, key=lambda r: r.steal_pct or 0.0)
+            return CellResult(kind, u, i, rep, util, total, probes, rt, n, str(run_dir), steal)
+
+        result, refused = least_stolen(
+            once,
+            lambda r: r.steal_pct,
+            self.spec.max_steal_pct,
+            self.spec.max_attempts,
+            on_refused=lambda r: _append(self.stolen_path, r),
+        )
+        kept_stolen = any(r is result for r in refused)
+        if kept_stolen:
             self.over_steal.append(key)
-        self.remeasured += len(attempts) - 1
+        self.remeasured += len(refused) - kept_stolen
         _append(self.log_path, result)
         self.done_[key] = result
         return result
-
-    def _stolen(self, r: CellResult) -> bool:
-        return r.steal_pct is not None and r.steal_pct > self.spec.max_steal_pct
 
     def train(self, progress: ProgressFn = lambda d, t, w: None) -> ProbeTable:
         """Probe isolation table: repeat each level until the CI rule holds or the cap."""

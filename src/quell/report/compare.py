@@ -118,7 +118,9 @@ def comparison(scenario: Scenario, runs: list[tuple[str, Path]]) -> dict[str, An
     }
 
 
-def compare_table(result: dict[str, Any], console: Console) -> None:
+def compare_table(
+    result: dict[str, Any], console: Console, bound_pct: float = STEAL_SUSPECT_PCT
+) -> None:
     target = result["target_rt_s"]
     title = f"{result['scenario']}: worst instance mean RT per phase, settled"
     if target is not None:
@@ -148,7 +150,7 @@ def compare_table(result: dict[str, Any], console: Console) -> None:
             "-" if steal is None else f"{steal:.2f}",
         )
     console.print(t)
-    note = steal_note(result)
+    note = steal_note(result, bound_pct)
     if note is not None:
         console.print(f"[yellow]{note}[/]", highlight=False)
 
