@@ -135,10 +135,12 @@ def lab_section(c: dict[str, Any], source: str) -> list[str]:
         f"({c['settle_s']:g} s after the phase starts, or boot delay + 2 periods after the "
         f"policy's last added instance in that phase if later and before the phase ends), "
         f"R_th = "
-        f"{_f(None if target is None else target * 1e3, '.0f')} ms; **bold** = above R_th.",
+        f"{_f(None if target is None else target * 1e3, '.0f')} ms; **bold** = above R_th. "
+        "Steal: the machine's largest mean CPU steal over a settled window (- where the run "
+        "predates its recording).",
         "",
-        "| policy | " + " | ".join(phases) + " | scaling actions | errors |",
-        "|---|" + "---:|" * (len(phases) + 2),
+        "| policy | " + " | ".join(phases) + " | scaling actions | errors | steal % |",
+        "|---|" + "---:|" * (len(phases) + 3),
     ]
     for name in names:
         r = c["policies"][name]
@@ -148,7 +150,9 @@ def lab_section(c: dict[str, Any], source: str) -> list[str]:
             text = "-" if w is None else f"{w * 1e3:.1f}"
             cells.append(f"**{text}**" if p["meets_target"] is False else text)
         out.append(
-            f"| {name} | " + " | ".join(cells) + f" | {r['scaling_actions']} | {r['errors']} |"
+            f"| {name} | "
+            + " | ".join(cells)
+            + f" | {r['scaling_actions']} | {r['errors']} | {_f(r.get('max_steal_pct'), '.2f')} |"
         )
     out += [
         "",
