@@ -116,18 +116,27 @@ def test_lab_run_invalid_scenario_exits_2() -> None:
 
 # Runs the CLI with a stand-in lab runner that exits 99 if it is ever called, so the test shows
 # that an invalid scenario stops ``lab run`` before anything starts, whatever the lab can do here.
-NEVER_CALLED_RUNNER = """
-import sys, types
-never_called = types.ModuleType("quell.lab.runner")
-def run_lab(*args, **kwargs):
-    print("run_lab was called", file=sys.stderr)
-    raise SystemExit(99)
-never_called.run_lab = run_lab
-sys.modules["quell.lab.runner"] = never_called
+def stand_in_runner(body: str) -> str:
+    """Code for ``quell(..., code=...)``: ``body`` defines ``run_lab``, which then stands in for
+    the lab runner while the CLI runs."""
+    return f"""import sys, types
+{body}
+stand_in = types.ModuleType("quell.lab.runner")
+stand_in.run_lab = run_lab
+sys.modules["quell.lab.runner"] = stand_in
 sys.argv = ["quell", *sys.argv[1:]]
 from quell.cli import main
 main()
 """
+
+
+NEVER_CALLED_RUNNER = stand_in_runner(
+    """
+def run_lab(*args, **kwargs):
+    print("run_lab was called", file=sys.stderr)
+    raise SystemExit(99)
+"""
+)
 
 
 def test_lab_run_invalid_scenario_starts_nothing(tmp_path: Path) -> None:
@@ -219,14 +228,13 @@ def test_scenario_check_builds_the_policies_it_names(tmp_path: Path) -> None:
 # A stand-in lab runner for ``lab compare``: each call writes a finished run whose every
 # interval carries the machine's CPU steal from STEALS (one value per call, in order), so the
 # test shows which runs compare keeps and which it runs again, without the lab.
-STEAL_RUNNER = """
-import json, sys, types
-from pathlib import Path
+STEAL_RUNNER = stand_in_runner(
+    """
+import json
 from quell.core.observation import Observation, Snapshot
 from quell.experiment import new_run_dir, prepare_run_dir
 from quell.store.run import RequestRecord
 STEALS = json.loads(sys.argv.pop(1))
-stand_in = types.ModuleType("quell.lab.runner")
 def run_lab(scenario, path, runs_dir, progress):
     steal = STEALS.pop(0)
     run_dir = new_run_dir(runs_dir, scenario, "lab")
@@ -238,12 +246,8 @@ def run_lab(scenario, path, runs_dir, progress):
     store.set_meta(finished_at=1.0)
     store.close()
     return {"run_dir": str(run_dir)}
-stand_in.run_lab = run_lab
-sys.modules["quell.lab.runner"] = stand_in
-sys.argv = ["quell", *sys.argv[1:]]
-from quell.cli import main
-main()
 """
+)
 
 
 def test_lab_compare_runs_a_stolen_run_again_and_keeps_it(tmp_path: Path) -> None:
