@@ -5,6 +5,7 @@ the training rule."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -14,8 +15,16 @@ from quell.core.observation import Observation, Snapshot
 from quell.errors import InputError
 from quell.experiment import prepare_run_dir
 from quell.prima.model import InterferenceModel
-from quell.prima.profile import CellResult, Profiler, ProfileSpec, load_profile_spec, pool
+from quell.prima.profile import (
+    CellResult,
+    Profiler,
+    ProfileSpec,
+    load_profile_spec,
+    measure,
+    pool,
+)
 from quell.prima.validate import summary, validate
+from quell.probe.severity import PROBE_COUNT_KEY, PROBE_KEY
 from quell.scenario.model import Iperf3, Scenario
 from tests.prima import bundles as sb
 
@@ -251,3 +260,26 @@ def test_every_shipped_profile_spec_loads_with_its_base_scenario(path: Path) -> 
         assert (point.util_pct, point.interference_mbit) not in {
             (u, i) for u in spec.util_levels_pct for i in spec.interference_mbit
         }
+
+
+def test_a_cell_counts_every_probe_download_of_an_interval(tmp_path: Path) -> None:
+    # Two downloads averaged in one interval count twice in the cell's probe times, so the
+    # cell's mean is over downloads (0.2 and 0.05 s, then 0.05 s: 0.1 s), not intervals.
+    _, base = load_profile_spec(SPEC)
+    store = prepare_run_dir(tmp_path / "run", base, None, "sim")
+    for k, extra in enumerate(
+        [
+            {PROBE_KEY: 0.3},  # in the warm-up: left out
+            {PROBE_KEY: 0.125, PROBE_COUNT_KEY: 2.0, "link_util_pct": 40.0},
+            {"link_util_pct": 40.0},
+            {PROBE_KEY: 0.05, PROBE_COUNT_KEY: 1.0, "link_util_pct": 40.0},
+        ],
+        start=1,
+    ):
+        o = Observation(float(k), "i1", 1.0, requests=1, mean_rt_seconds=0.01, util_pct=20.0)
+        store.add_snapshot(Snapshot(float(k), "sim", {"i1": replace(o, extra=extra)}))
+    store.commit()
+    store.close()
+    _, _, probes, _, _, _ = measure(tmp_path / "run", warmup_s=1.0)
+    assert probes == [0.125, 0.125, 0.05]
+    assert np.mean(probes) == pytest.approx(0.1)

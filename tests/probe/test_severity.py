@@ -1,11 +1,18 @@
-"""The SF estimator's median of the last samples equals numpy's nanmedian to the bit."""
+"""The SF estimator's median equals numpy's nanmedian to the bit; an interval's probe reading
+keeps every download that completed in it."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from quell.probe.severity import _median_of_samples
+from quell.probe.severity import (
+    PROBE_COUNT_KEY,
+    PROBE_KEY,
+    _median_of_samples,
+    probe_extra,
+    probe_samples,
+)
 
 
 @pytest.mark.parametrize("window", [2, 3, 4, 5])
@@ -27,3 +34,19 @@ def test_median_of_samples_is_nanmedian_bit_for_bit(window: int) -> None:
 def test_median_of_full_windows_is_nanmedian_bit_for_bit(window: int) -> None:
     block = np.random.default_rng(window).uniform(0.0, 3.0, (500, window))
     assert _median_of_samples(block).tobytes() == np.nanmedian(block, axis=1).tobytes()
+
+
+def test_an_interval_reports_the_mean_and_count_of_its_downloads() -> None:
+    assert probe_extra([0.2, 0.05]) == {PROBE_KEY: 0.125, PROBE_COUNT_KEY: 2.0}
+    assert probe_extra([]) == {}
+
+
+def test_probe_samples_weigh_each_interval_by_its_downloads() -> None:
+    extras = [
+        {PROBE_KEY: 0.125, PROBE_COUNT_KEY: 2.0},
+        {"link_util_pct": 40.0},  # no download completed
+        {PROBE_KEY: 0.05},  # recorded before the count was kept: one download
+    ]
+    samples = probe_samples(extras)
+    assert samples == [0.125, 0.125, 0.05]
+    assert np.mean(samples) == pytest.approx((0.2 + 0.05 + 0.05) / 3)

@@ -157,3 +157,25 @@ def test_oldest_request_in_flight_leaves_probes_out() -> None:
     snap = observe_at(env, 10)
     ages = [o.extra.get("oldest_in_flight_seconds") for o in snap.instances.values()]
     assert all(a is None or 0.0 <= a < 10.0 for a in ages)
+
+
+def test_the_core_adds_up_every_probe_that_completes() -> None:
+    # Alone on a 10 B/s resource a 10 B probe takes 1 s; three of them, one at a time.
+    core = EventCore()
+    core.add_instance(core.add_resource(10.0))
+    probes = (np.array([0.0, 2.0, 4.0]), np.array([0, 0, 0]), np.array([10.0, 10.0, 10.0]))
+    rec = core.run(6.0, np.empty(0), np.empty(0), *probes)
+    assert rec.probe_sum_s.tolist() == [pytest.approx(3.0)]
+    assert rec.probe_count.tolist() == [3.0]
+
+
+def test_an_interval_reports_every_probe_completed_in_it() -> None:
+    # A probe every 0.25 s on an idle 100 Mbit/s link: four per 1 s interval, each taking its
+    # size over the link.
+    s = scenario(duration_s=20, rate_rps=0.01, probe={"period_s": 0.25, "size_bytes": 125_000})
+    env = SimEnvironment(s)
+    snaps = [observe_at(env, t) for t in range(1, 11)]
+    for sn in snaps[1:]:
+        extra = sn.instances["i0"].extra
+        assert extra["probe_samples"] == 4.0
+        assert extra["probe_rt_seconds"] == pytest.approx(125_000 / 12.5e6, rel=1e-9)

@@ -71,7 +71,8 @@ def _run_chunked(
         np.concatenate([p.start_s for p in parts]),
         np.concatenate([p.rt_s for p in parts]),
         np.concatenate([p.size_bytes for p in parts]),
-        parts[-1].probe_rt_s,
+        sum(p.probe_sum_s for p in parts),
+        sum(p.probe_count for p in parts),
     )
 
 

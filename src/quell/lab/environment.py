@@ -63,7 +63,7 @@ from quell.lab.servers import (
     write_video_docroot,
 )
 from quell.lab.tag import RUNTIME_ROOT, RunTag
-from quell.probe.severity import PROBE_KEY
+from quell.probe.severity import probe_extra
 from quell.scenario.model import Event, FileSpec, Fio, Instance, Iperf3, Scenario, StressNg
 from quell.signals.cgroup import CgroupLayout
 from quell.signals.haproxy import ServerStat
@@ -114,6 +114,21 @@ class LabInstance:
 
 def _problem(location: str, message: str) -> InputError:
     return InputError("action", [Problem(location, message)])
+
+
+def probe_readings(
+    records: list[ProbeRecord], now_s: float
+) -> tuple[dict[str, dict[str, float]], list[ProbeRecord]]:
+    """Each instance's probe reading (``Observation.extra``) from the downloads that completed
+    before ``now_s`` — the mean time of the successful ones and their count — and the records
+    still running past it. Every download counts: one that spilled past the last interval's end
+    is averaged with the one that started after it, not dropped for it."""
+    times: dict[str, list[float]] = {}
+    for r in records:
+        if r.end_s < now_s and r.ok:
+            times.setdefault(r.instance_id, []).append(r.seconds)
+    pending = [r for r in records if r.end_s >= now_s]
+    return {iid: probe_extra(t) for iid, t in times.items()}, pending
 
 
 class LabEnvironment:
@@ -375,17 +390,13 @@ class LabEnvironment:
         return out
 
     def _probe_results(self, now: float) -> dict[str, dict[str, float]]:
-        """The latest probe time, per instance, of the downloads completed before ``now``."""
+        """Per instance, the mean time and the count of the successful downloads completed
+        since the last interval, before ``now``."""
         if self._probe_tail is None:
             return {}
         self._probe_pending.extend(self._probe_tail.read())
-        done = [r for r in self._probe_pending if r.end_s < now]
-        self._probe_pending = [r for r in self._probe_pending if r.end_s >= now]
-        latest: dict[str, ProbeRecord] = {}
-        for r in done:
-            if r.ok and (r.instance_id not in latest or r.end_s >= latest[r.instance_id].end_s):
-                latest[r.instance_id] = r
-        return {iid: {PROBE_KEY: r.seconds} for iid, r in latest.items()}
+        readings, self._probe_pending = probe_readings(self._probe_pending, now)
+        return readings
 
     # -- Environment protocol ----------------------------------------------------------------
     def take_requests(self) -> list[RequestRecord]:

@@ -31,7 +31,7 @@ from quell.core.observation import STEAL_SUSPECT_PCT
 from quell.errors import InputError, Problem
 from quell.experiment import least_stolen
 from quell.prima.bundle import BundleMeta, ModelBundle, build_bundle
-from quell.probe.severity import PROBE_KEY, severity_factor
+from quell.probe.severity import probe_samples, severity_factor
 from quell.probe.table import ProbeTable, TrainingLevel
 from quell.scenario import load_scenario
 from quell.scenario.model import Event, Iperf3, Scenario
@@ -236,7 +236,7 @@ def measure(
         if any(x is not None for x in link)
         else util
     )
-    probes = [float(o.extra[PROBE_KEY]) for o in obs if PROBE_KEY in o.extra]
+    probes = probe_samples(o.extra for o in obs)
     n = sum(o.requests for o in obs if o.mean_rt_seconds is not None)
     rt = sum((o.mean_rt_seconds or 0.0) * o.requests for o in obs) / n if n else float("nan")
     steal = [o.steal_ratio for o in obs if o.steal_ratio is not None]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from itertools import repeat
 
 import numpy as np
@@ -12,7 +12,32 @@ from quell.core.observation import Snapshot
 from quell.probe.table import ProbeTable
 
 PROBE_KEY = "probe_rt_seconds"
-"""Where environments put the probe's download time in ``Observation.extra``."""
+"""Where environments put the probe's download time in ``Observation.extra``: the mean time of
+the downloads that completed in the interval."""
+PROBE_COUNT_KEY = "probe_samples"
+"""How many downloads completed in the interval and were averaged into ``PROBE_KEY``. A
+download that spills past an interval's end completes in the next one, beside the download
+that starts there: keeping only the later (faster) one would drop slow samples, and how often
+depends on where the probe's phase falls in the interval."""
+
+
+def probe_extra(times_s: Sequence[float]) -> dict[str, float]:
+    """An interval's probe reading from the download times that completed in it (none: none)."""
+    if not times_s:
+        return {}
+    return {PROBE_KEY: float(np.mean(times_s)), PROBE_COUNT_KEY: float(len(times_s))}
+
+
+def probe_samples(extras: Iterable[Mapping[str, float]]) -> list[float]:
+    """Every download time the intervals report, each interval's mean once per download it
+    averages (an interval recorded without a count: once), so their mean is the mean over
+    downloads."""
+    return [
+        float(e[PROBE_KEY])
+        for e in extras
+        if PROBE_KEY in e
+        for _ in range(max(int(e.get(PROBE_COUNT_KEY, 1)), 1))
+    ]
 
 
 def severity_factor(probe_rt_s: np.ndarray | float, r_iso_s: np.ndarray | float) -> np.ndarray:
@@ -35,7 +60,8 @@ class SeverityEstimator:
     5.6 points of U below the truth by the median and 2.7 by the mean.
 
     Environments report a probe time only in the interval in which that download completed
-    (``extra["probe_rt_seconds"]``), so every reported value is a new sample; an instance whose
+    (``extra["probe_rt_seconds"]``, the mean where two completed), so every reported value is a
+    new sample; an instance whose
     probe did not report keeps its estimate (the probe runs once per period, which may be longer
     than the control interval). With ``window`` = 1 the estimate is the last sample. ``fresh_``
     names the instances whose probe reported in the last update.

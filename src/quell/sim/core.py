@@ -26,13 +26,15 @@ _POOL0 = 1024
 @dataclass(frozen=True)
 class Records:
     """What one ``EventCore.run`` produced. ``rt_s`` is -1 for a refused request; ``instance``
-    is -1 when no server was eligible. ``probe_rt_s[i]`` is NaN if no probe of i completed."""
+    is -1 when no server was eligible. ``probe_sum_s[i]`` adds up the times of instance i's
+    probes that completed, ``probe_count[i]`` counts them."""
 
     instance: NDArray[np.int64]
     start_s: NDArray[np.float64]
     rt_s: NDArray[np.float64]
     size_bytes: NDArray[np.float64]
-    probe_rt_s: NDArray[np.float64]
+    probe_sum_s: NDArray[np.float64]
+    probe_count: NDArray[np.float64]
 
     def __len__(self) -> int:
         return int(self.instance.size)
@@ -282,7 +284,7 @@ class EventCore:
             np.empty(n_max),
             np.empty(n_max),
         )
-        probe_rt = np.full(self.n_instances, np.nan)
+        probe_rt = np.zeros((2, self.n_instances))
         cursor = np.zeros(4, dtype=np.int64)
         args = (
             np.ascontiguousarray(arrival_s, dtype=np.float64),
@@ -315,7 +317,7 @@ class EventCore:
             self._make_space()
         self.now_s_ = float(t_end_s)
         n = int(cursor[3])
-        return Records(out[0][:n], out[1][:n], out[2][:n], out[3][:n], probe_rt)
+        return Records(out[0][:n], out[1][:n], out[2][:n], out[3][:n], probe_rt[0], probe_rt[1])
 
 
 def _compact(

@@ -9,7 +9,8 @@ event core up to ``clock.now()`` and summarises the interval that just ended.
 
 What the lab and the simulator agree on: an added instance is in snapshots once it serves
 (after ``scaling.boot_s``); a removed one is reported until it has drained, then disappears;
-``extra["probe_rt_seconds"]`` is the latest probe completed in the interval (``scenario.probe``),
+``extra["probe_rt_seconds"]`` is the mean time of the probes completed in the interval
+(``scenario.probe``) and ``extra["probe_samples"]`` how many,
 ``extra["link_util_pct"]`` the work done on the instance's host link in the interval by everyone
 on it, neighbours included, as a share of the link's capacity, and
 ``extra["oldest_in_flight_seconds"]`` the age of the oldest request the instance still holds."""
@@ -28,6 +29,7 @@ from quell.core.clock import VirtualClock
 from quell.core.observation import Observation, Snapshot
 from quell.core.rng import component_rng
 from quell.errors import InputError, Problem
+from quell.probe.severity import PROBE_COUNT_KEY, PROBE_KEY
 from quell.scenario.model import Event, Fio, Iperf3, Scenario, StressNg
 from quell.scenario.service import ServiceModel
 from quell.sim.core import Algorithm, EventCore, Records
@@ -46,7 +48,6 @@ AUTO_LOG_MAX_REQUESTS = 500_000
 _QUANTILES = (0.50, 0.95, 0.99)
 DEFAULT_BOOT_S = 30.0
 """Delay of ``AddInstance`` when the scenario has no ``scaling`` section."""
-PROBE_KEY = "probe_rt_seconds"
 LINK_UTIL_KEY = "link_util_pct"
 OLDEST_KEY = "oldest_in_flight_seconds"
 """How long the oldest request still in the instance at the interval's end has been there."""
@@ -112,7 +113,10 @@ class SimEnvironment:
         self._slow: list[float] = []
         self._cpu: list[float] = []
         self._dropped: list[int] = []
-        self._probe_rt = np.empty(0)
+        self._probe_sum = np.empty(0)
+        self._probe_n = np.empty(0)
+        """per instance: the times of the probes completed in the interval so far, added up,
+        and how many"""
         self._last_work = np.empty(0)
         self._last_rej = np.empty(0, dtype=np.int64)
         self._probe_phase = np.empty(0)
@@ -210,7 +214,8 @@ class SimEnvironment:
         self._slow.append(1.0)
         self._cpu.append(self._cpu_factor(host))
         self._dropped.append(0)
-        self._probe_rt = np.append(self._probe_rt, np.nan)
+        self._probe_sum = np.append(self._probe_sum, 0.0)
+        self._probe_n = np.append(self._probe_n, 0.0)
         self._last_work = np.append(self._last_work, 0.0)
         self._last_rej = np.append(self._last_rej, 0)
         probe = self.scenario.probe
@@ -340,8 +345,9 @@ class SimEnvironment:
             self._pending.append(rec)
             if self.request_log_:
                 self._log.append(rec)
-            seen = ~np.isnan(rec.probe_rt_s)
-            self._probe_rt[: seen.size][seen] = rec.probe_rt_s[seen]
+            k = rec.probe_count.size
+            self._probe_sum[:k] += rec.probe_sum_s
+            self._probe_n[:k] += rec.probe_count
             for i, ready in list(self._booting.items()):
                 if ready <= core.now_s_:
                     core.set_eligible(i, True)
@@ -403,8 +409,8 @@ class SimEnvironment:
         link_util = self._link_util(interval)
         work = core.i_work_ - self._last_work
         self._last_work = core.i_work_.copy()
-        probe_rt = self._probe_rt
-        self._probe_rt = np.full(n, np.nan)
+        probe_sum, probe_n = self._probe_sum, self._probe_n
+        self._probe_sum, self._probe_n = np.zeros(n), np.zeros(n)
         in_system = core.in_system()
         oldest = t - core.oldest_start_s()
         out: dict[str, Observation] = {}
@@ -415,8 +421,9 @@ class SimEnvironment:
             c = int(counts[i])
             util = 100.0 * work[i] / (self._capacity[i] * interval) if interval > 0 else None
             extra = {LINK_UTIL_KEY: float(link_util[core.i_res_[i]])}
-            if not np.isnan(probe_rt[i]):
-                extra[PROBE_KEY] = float(probe_rt[i])
+            if probe_n[i] > 0:
+                extra[PROBE_KEY] = float(probe_sum[i] / probe_n[i])
+                extra[PROBE_COUNT_KEY] = float(probe_n[i])
             if np.isfinite(oldest[i]):
                 extra[OLDEST_KEY] = float(oldest[i])
             out[self.instance_ids_[i]] = Observation(

@@ -335,7 +335,8 @@ def run_segment(
     place so that a call after ``NEED_SPACE`` resumes exactly. ``scalars`` = [stride pass,
     leastconn sequence]; ``iscal`` = [job pool used, queue pool used]. Output records are
     completions (rt ≥ 0) and refusals (rt = -1; instance -1 when no server was eligible). Probe
-    jobs carry instance -(i + 1) and are reported in ``probe_rt[i]`` only.
+    jobs carry instance -(i + 1) and are reported in ``probe_rt`` only: row 0 adds up the times
+    of instance i's probes that completed, row 1 counts them.
     """
     r_cap, r_jobcap, r_perm, r_n, r_vtime, r_tlast, r_busy, r_off, r_capn = res
     jtag, jstart, jinst, jsize = jobs
@@ -458,7 +459,8 @@ def run_segment(
                 out_size[nout] = z0
                 nout += 1
             else:
-                probe_rt[i] = t - s0
+                probe_rt[0, i] += t - s0
+                probe_rt[1, i] += 1.0
             if i_wait[i] > 0 and i_active[i] < i_climit[i]:
                 # the departure freed a slot on this instance's resource
                 h = q_off[i] + qhead[i]
