@@ -60,11 +60,10 @@ class SeverityEstimator:
     5.6 points of U below the truth by the median and 2.7 by the mean.
 
     Environments report a probe time only in the interval in which that download completed
-    (``extra["probe_rt_seconds"]``, the mean where two completed), so every reported value is a
-    new sample; an instance whose
-    probe did not report keeps its estimate (the probe runs once per period, which may be longer
-    than the control interval). With ``window`` = 1 the estimate is the last sample. ``fresh_``
-    names the instances whose probe reported in the last update.
+    (``extra["probe_rt_seconds"]``, the mean where several did), so every reported value is a
+    new sample; an instance whose probe did not report keeps its estimate (the probe runs once
+    per period, which may be longer than the control interval). With ``window`` = 1 the estimate
+    is the last sample. ``fresh_`` names the instances whose probe reported in the last update.
     """
 
     def __init__(self, table: ProbeTable, window: int = 1, estimator: str = "mean") -> None:
