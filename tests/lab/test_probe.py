@@ -11,7 +11,7 @@ import pytest
 
 from quell.core.observation import Observation
 from quell.lab.prober import max_downloads, parse_record
-from quell.probe.severity import PROBE_KEY
+from quell.probe.severity import PROBE_COUNT_KEY, PROBE_KEY
 from quell.scenario import parse_scenario
 from quell.store.run import RunStore
 from tests.lab.leftovers import run_clean
@@ -64,10 +64,20 @@ def test_probe_and_link_utilisation_see_a_neighbour_flood_the_link(tmp_path: Pat
         assert len(probes) >= 0.7 * (DURATION_S - 1), (iid, len(probes))
     # the log is bounded: one download per period, never more
     records = [parse_record(line) for line in (run_dir / "probes.csv").read_text().splitlines()]
+    last_s = max(o.time_s for o in obs)
     for iid in ("a", "b"):
         mine = [r for r in records if r is not None and r.instance_id == iid]
         assert len(mine) <= max_downloads(DURATION_S, 1.0)
         assert all(r.ok for r in mine if r.time_s < FLOOD_AT_S)
+        # every successful download is in the intervals' readings, none dropped for a faster
+        # one completing in the same interval (behind the flood, b's spill past an interval's
+        # end): their counts add up to the log's, their means average to its mean
+        done = [r.seconds for r in mine if r.ok and r.end_s < last_s]
+        read = [o.extra for o in obs if o.instance_id == iid and PROBE_KEY in o.extra]
+        counted = sum(e[PROBE_COUNT_KEY] for e in read)
+        assert len(done) - 1 <= counted <= len(done) + 1, (iid, counted, len(done))
+        mean_read = sum(e[PROBE_KEY] * e[PROBE_COUNT_KEY] for e in read) / counted
+        assert mean_read == pytest.approx(statistics.fmean(done), rel=0.05), iid
 
     # iperf3 needs a moment to fill the link
     windows = {"calm": (1.0, FLOOD_AT_S), "flood": (FLOOD_AT_S + 2.0, DURATION_S)}
