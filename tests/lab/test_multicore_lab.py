@@ -46,9 +46,15 @@ def test_interrupts_follow_rps_and_nothing_is_left(tmp_path: Path) -> None:
             assert soft[0] > 2.5 * soft[1], soft
         else:  # hashed over both cores
             assert 0.5 < soft[0] / soft[1] < 2.0, soft
-        # soft-interrupt time grows with the rate: about the same per request at both rates
-    per_req = [sum(p.softirq_per_core) / p.throughput_rps for _, _, p, _ in rows]
-    assert max(per_req) < 2.5 * min(per_req)
+    # Within a configuration soft-interrupt time grows with the rate, at about the same cost
+    # per request. Across configurations it need not: spreading adds the inter-processor
+    # interrupts that hand packets to the other core (a CI run measured 1.9e-4 s a request
+    # spread against 0.8e-4 s on one core).
+    for config in ("one", "spread"):
+        low, high = (p for c, _, p, _ in rows if c == config)
+        assert sum(high.softirq_per_core) > sum(low.softirq_per_core), (config, low, high)
+        per_req = [sum(p.softirq_per_core) / p.throughput_rps for p in (low, high)]
+        assert max(per_req) < 2.5 * min(per_req), (config, per_req)
     assert not any(leftovers(tag_of_run(run_dir)).values()), leftovers(tag_of_run(run_dir))
 
 
