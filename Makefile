@@ -34,6 +34,7 @@ demo: install
 lint: python
 	$(VENV)/bin/ruff check src tests bench
 	$(VENV)/bin/ruff format --check src tests bench
+	$(VENV)/bin/lint-imports
 
 typecheck: python
 	$(VENV)/bin/mypy

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from quell.core.loop import ControlLoop
+from quell.experiment.run import scenario_loop
 from quell.policy.static import StaticPolicy
 from quell.scenario import load_scenario, parse_scenario
 from quell.scenario.model import Scenario
@@ -94,9 +94,7 @@ def run_env(scenario: Scenario) -> dict[str, float]:
     t0 = time.perf_counter()
     env = SimEnvironment(scenario)
     t1 = time.perf_counter()
-    ControlLoop(
-        env, StaticPolicy(), scenario.interval_s, scenario.duration_s, scenario.events
-    ).run()
+    scenario_loop(scenario, env, StaticPolicy()).run()
     t2 = time.perf_counter()
     n = len(env.schedule_)
     return {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -56,3 +57,21 @@ class ComponentError(QuellError):
 
 class ComponentDiedError(ComponentError):
     """A component the run cannot go on without has exited; ends the run (not just a cycle)."""
+
+
+class ActionError(QuellError):
+    """Some actions of a batch could not be carried out. ``failed`` holds each of them with the
+    reason; ``applied`` the ones of the same batch that were carried out. The environment that
+    raises it is left consistent: every applied action in force, no failed one part-way."""
+
+    def __init__(
+        self, environment: str, failed: Sequence[tuple[object, str]], applied: Sequence[object]
+    ) -> None:
+        self.environment = environment
+        self.failed = list(failed)
+        self.applied = list(applied)
+        lines = "\n".join(f"  - {a!r}: {why}" for a, why in self.failed)
+        super().__init__(
+            f"{environment}: {len(self.failed)} of {len(self.failed) + len(self.applied)} "
+            f"action(s) not applied\n{lines}"
+        )

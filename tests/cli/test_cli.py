@@ -121,9 +121,9 @@ def stand_in_runner(body: str) -> str:
     the lab runner while the CLI runs."""
     return f"""import sys, types
 {body}
-stand_in = types.ModuleType("quell.lab.runner")
+stand_in = types.ModuleType("quell.experiment.lab")
 stand_in.run_lab = run_lab
-sys.modules["quell.lab.runner"] = stand_in
+sys.modules["quell.experiment.lab"] = stand_in
 sys.argv = ["quell", *sys.argv[1:]]
 from quell.cli import main
 main()
@@ -232,7 +232,7 @@ STEAL_RUNNER = stand_in_runner(
     """
 import json
 from quell.core.observation import Observation, Snapshot
-from quell.experiment import new_run_dir, prepare_run_dir
+from quell.experiment.run import new_run_dir, prepare_run_dir
 from quell.store.run import RequestRecord
 STEALS = json.loads(sys.argv.pop(1))
 def run_lab(scenario, path, runs_dir, progress):

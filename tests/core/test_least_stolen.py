@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from quell.experiment import least_stolen
+from quell.experiment.run import least_stolen
 
 
 def _runs(steals: list[float | None]) -> tuple[Iterator[int], list[int]]:

@@ -1,8 +1,8 @@
-"""The control loop: ticks at every interval, events at their times, failed cycles counted."""
+"""The control loop: ticks at every interval, timed calls at their times, failed cycles counted."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pytest
 
@@ -11,7 +11,6 @@ from quell.core.clock import VirtualClock, WallClock
 from quell.core.loop import ControlLoop
 from quell.core.observation import Observation, Snapshot
 from quell.errors import ComponentDiedError, ComponentError
-from quell.scenario.model import Event
 
 
 class ScriptedEnv:
@@ -39,9 +38,6 @@ class ScriptedEnv:
     def apply(self, actions: Sequence[Action]) -> None:
         self.applied.extend(actions)
 
-    def trigger(self, event: Event) -> None:
-        self.log.append((self.clock.now(), f"event:{event.phase}"))
-
     def close(self) -> None:
         pass
 
@@ -53,12 +49,21 @@ class HalvingPolicy:
         return Decision((SetWeight("a", 50),), reason=f"t={snapshot.time_s:g}")
 
 
-def test_ticks_events_and_decisions_in_time_order() -> None:
+def test_ticks_timed_calls_and_decisions_in_time_order() -> None:
     env = ScriptedEnv()
     decisions: list[tuple[float, Decision]] = []
-    events = [Event(at_s=2.0, phase="p2"), Event(at_s=2.5, phase="mid")]
+
+    def mark(name: str) -> tuple[float, Callable[[], None]]:
+        at = {"p2": 2.0, "mid": 2.5}[name]
+        return at, lambda: env.log.append((env.clock.now(), f"event:{name}"))
+
     report = ControlLoop(
-        env, HalvingPolicy(), 1.0, 4.0, events, on_decision=lambda t, d: decisions.append((t, d))
+        env,
+        HalvingPolicy(),
+        1.0,
+        4.0,
+        [mark("p2"), mark("mid")],
+        on_decision=lambda t, d: decisions.append((t, d)),
     ).run()
     assert report.ticks == 4 and report.cycle_errors == 0
     # the tick closing [1, 2) comes before the event at 2 s

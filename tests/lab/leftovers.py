@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from quell.experiment.lab import run_lab
 from quell.lab.cgroups import list_groups
 from quell.lab.cleanup import tagged_pids
 from quell.lab.network import list_netns
-from quell.lab.runner import run_lab
 from quell.lab.tag import PREFIX, RUNTIME_ROOT, tag_of
 from quell.scenario.model import Scenario
 from quell.signals.cgroup import detect_layout

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from quell.lab.multicore import PLAN_FILE, MeasurePlan, read_points, run_measurement
-from quell.lab.runner import no_progress
+from quell.experiment.lab import no_progress
+from quell.studies.multicore.measure import PLAN_FILE, MeasurePlan, read_points, run_measurement
 from tests.lab.leftovers import leftovers
 
 pytestmark = pytest.mark.lab

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from quell.lab.runner import run_lab
+from quell.experiment.lab import run_lab
 from quell.scenario import load_scenario
 from tests.effects import assert_cohosted_instance_slows_alone, phase_rt
 from tests.lab.leftovers import leftovers, run_tag

@@ -11,8 +11,8 @@ import pytest
 
 from quell.lab.servers import write_video_docroot
 from quell.scenario import parse_scenario
+from quell.scenario.schedule import build_schedule
 from quell.store.run import RunStore
-from quell.workload.schedule import build_schedule
 from quell.workload.sessions import video_files
 from tests.lab.leftovers import run_clean
 

@@ -13,8 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 from quell.cli import app
-from quell.lab.multicore import PLAN_FILE, POINT_FIELDS, POINTS_FILE
 from quell.models.multicore import MulticoreModel
+from quell.studies.multicore.measure import PLAN_FILE, POINT_FIELDS, POINTS_FILE
 
 PAPER = ["--mu1", "3301", "--mu2", "300", "--cores", "4", "--capacity", "10000"]
 

@@ -92,9 +92,9 @@ def record_sim(
 ) -> None:
     """Run the scenario's policy (its params updated with ``params``) in the simulator and
     record every tick."""
-    from quell.core.loop import ControlLoop
-    from quell.policy import build_policy
+    from quell.experiment.run import scenario_loop
     from quell.scenario import load_scenario
+    from quell.scenario.policy import build_policy
     from quell.sim.environment import SimEnvironment
 
     scenario = load_scenario(scenario_path)
@@ -116,9 +116,7 @@ def record_sim(
             ticks.append((snapshot, d))
             return d
 
-    ControlLoop(
-        env, Recorder(), scenario.interval_s, scenario.duration_s, events=scenario.events
-    ).run()
+    scenario_loop(scenario, env, Recorder()).run()
     header = {
         "scenario": str(scenario_path.resolve().relative_to(ROOT)),
         "environment": "sim",

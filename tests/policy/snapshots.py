@@ -7,10 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from quell.core.observation import Observation, Snapshot
-from quell.policy.context import PolicyContext
-from quell.prima.bundle import BundleMeta, build_bundle
+from quell.models.bundle import BundleMeta, build_bundle
+from quell.policy.context import PolicyContext, ScalingLimits
 from quell.probe import ProbeTable, TrainingLevel
-from quell.scenario.model import Scaling
 
 INTERVAL_S = 10.0
 
@@ -40,7 +39,9 @@ def context(
     scaling = (
         None
         if hosts is None
-        else Scaling(hosts=list(hosts), min_instances=min_instances, max_instances=max_instances)
+        else ScalingLimits(
+            hosts=list(hosts), min_instances=min_instances, max_instances=max_instances
+        )
     )
     return PolicyContext(
         interval_s=INTERVAL_S,

@@ -10,7 +10,7 @@ import yaml
 
 from quell.core.action import AddInstance, RemoveInstance, SetWeight
 from quell.errors import InputError
-from quell.policy import build_policy, policy_class
+from quell.policy import policy_class
 from quell.policy.baselines import (
     LeastConnPolicy,
     LeastResponsePolicy,
@@ -22,6 +22,7 @@ from quell.policy.baselines import (
 from quell.policy.context import PolicyContext
 from quell.policy.fleet import Fleet
 from quell.scenario.load import parse_scenario
+from quell.scenario.policy import build_policy
 from tests.policy.snapshots import context, flat_table, probe_for, snap, write_bundle
 
 ROOT = Path(__file__).resolve().parents[2]

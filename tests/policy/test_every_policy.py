@@ -23,8 +23,7 @@ from quell.core.action import AddInstance, Decision, RemoveInstance, SetWeight
 from quell.core.environment import Policy
 from quell.core.observation import Observation, Snapshot
 from quell.policy import POLICIES, PolicyFactory, policy_class
-from quell.policy.context import PolicyContext
-from quell.scenario.model import Scaling
+from quell.policy.context import PolicyContext, ScalingLimits
 from tests.policy.snapshots import INTERVAL_S, write_bundle
 
 ID = re.compile(r"^[a-z][a-z0-9_]{0,11}$")
@@ -157,7 +156,7 @@ def builder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[str], 
     ctx = PolicyContext(
         interval_s=INTERVAL_S,
         target_rt_s=0.2,
-        scaling=Scaling(hosts=["h3", "h4", "h5"], min_instances=1, max_instances=4),
+        scaling=ScalingLimits(hosts=["h3", "h4", "h5"], min_instances=1, max_instances=4),
         base_dir=tmp_path,
         initial_instances={"i1": "h1", "i2": "h2"},
         lb_algorithm="leastconn",

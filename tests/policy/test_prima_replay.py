@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from quell.policy import build_policy
 from quell.scenario import load_scenario
 from quell.scenario.model import PolicySpec
+from quell.scenario.policy import build_policy
 from tests.policy.decision_log import ROOT, decision_dict, read_log
 
 LOGS = sorted((ROOT / "tests" / "fixtures" / "decisions").glob("*.jsonl.gz"))

@@ -12,15 +12,15 @@ import pytest
 
 from quell.core.action import AddInstance, Decision, RemoveInstance, SetWeight
 from quell.core.observation import Observation, Snapshot
-from quell.policy import PolicyContext
-from quell.policy.fleet import PENDING_GRACE_INTERVALS, Fleet, proportional_array
+from quell.policy import PolicyContext, ScalingLimits
+from quell.policy.fleet import PENDING_GRACE_INTERVALS, Fleet
 from quell.policy.prima import PrimaPolicy, instance_rows
-from quell.policy.weights import proportional_weights
-from quell.prima.profile import CellResult, Profiler
+from quell.policy.weights import proportional_array, proportional_weights
 from quell.probe import ProbeTable, SeverityEstimator
 from quell.probe.table import TrainingLevel
 from quell.scenario.load import load_scenario
-from quell.scenario.model import Scaling
+from quell.scenario.policy import policy_context
+from quell.studies.prima.profile import CellResult, Profiler
 from tests.policy.snapshots import flat_table, probe_for, snap
 from tests.prima import bundles as sb
 
@@ -53,7 +53,7 @@ def policy(
     ctx = PolicyContext(
         interval_s=10.0,
         target_rt_s=TARGET_S,
-        scaling=Scaling(hosts=[f"h{k}" for k in range(1, hosts + 1)], boot_s=BOOT_S),
+        scaling=ScalingLimits(hosts=[f"h{k}" for k in range(1, hosts + 1)], boot_s=BOOT_S),
         base_dir=tmp_path,
         initial_instances={f"i{k}": f"h{k}" for k in range(1, n + 1)},
     )
@@ -336,7 +336,7 @@ def probe_policy(
     ctx = PolicyContext(
         interval_s=10.0,
         target_rt_s=TARGET_S,
-        scaling=Scaling(hosts=["h1", "h2", "h3", "h4"], boot_s=BOOT_S),
+        scaling=ScalingLimits(hosts=["h1", "h2", "h3", "h4"], boot_s=BOOT_S),
         base_dir=tmp_path,
         initial_instances={i: f"h{i[1:]}" for i in initial},
         probe_util_pct=probe_pct,
@@ -411,11 +411,11 @@ def test_scale_out_counts_the_probe_each_new_instance_brings(tmp_path: Path) -> 
 
 def test_the_probes_share_of_u_comes_from_the_scenario() -> None:
     scenario = load_scenario(SCENARIOS / "prima" / "table6-video-lab.yaml")
-    ctx = PolicyContext.from_scenario(scenario)
+    ctx = policy_context(scenario)
     # 500,000 bytes once a second over 100 Mbit/s: 4 %.
     assert ctx.probe_util_pct == {"h1": pytest.approx(4.0), "h2": pytest.approx(4.0)}
     no_probe = scenario.model_copy(update={"probe": None})
-    assert PolicyContext.from_scenario(no_probe).probe_util_pct == {}
+    assert policy_context(no_probe).probe_util_pct == {}
 
 
 def test_a_neighbour_hidden_below_the_knee_fails_the_trial(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from quell.prima.bundle import BundleMeta, ModelBundle, build_bundle
+from quell.models.bundle import BundleMeta, ModelBundle, build_bundle
 from quell.probe.table import ProbeTable, TrainingLevel
 
 A, B, C = 0.005, 0.0004, 0.004  # seconds, seconds per %, seconds per unit SF

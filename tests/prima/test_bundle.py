@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from quell.errors import InputError
-from quell.prima.bundle import load_bundle
+from quell.models.bundle import load_bundle
 from tests.prima import bundles as sb
 
 
@@ -68,7 +68,7 @@ def test_every_broken_field_is_reported(tmp_path: Path) -> None:
     path.write_text(json.dumps(d))
     msg = _problems(path)
     for fragment in (
-        "rtm_points.3.2",
+        "rtm_points[3][2]",
         "im_points",
         "meta.instance_type: required key is missing",
         "util_pct must increase",

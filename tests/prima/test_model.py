@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from quell.errors import InputError
-from quell.prima.model import CapacityModel, InterferenceModel, ResponseTimeModel
+from quell.models.capacity import CapacityModel, InterferenceModel, ResponseTimeModel
 from tests.prima import bundles as sb
 
 

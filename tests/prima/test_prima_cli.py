@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from quell.cli import app
-from quell.prima.bundle import load_bundle
+from quell.models.bundle import load_bundle
 from quell.probe import severity_factor
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,9 +9,8 @@ import pytest
 from quell.core.action import AddInstance, RemoveInstance, SetWeight
 from quell.core.observation import Observation, Snapshot
 from quell.errors import InputError
-from quell.policy import PolicyContext
+from quell.policy import PolicyContext, ScalingLimits
 from quell.policy.prima import PrimaPolicy, instance_rows
-from quell.scenario.model import Scaling
 from tests.prima import bundles as sb
 
 TARGET_S = 0.025
@@ -44,7 +43,7 @@ def policy(
     ctx = PolicyContext(
         interval_s=10.0,
         target_rt_s=TARGET_S,
-        scaling=Scaling(hosts=["h1", "h2", "h3", "h4"], boot_s=30),
+        scaling=ScalingLimits(hosts=["h1", "h2", "h3", "h4"], boot_s=30),
         base_dir=tmp_path,
         initial_instances=instances,
     )

@@ -13,9 +13,11 @@ import pytest
 
 from quell.core.observation import Observation, Snapshot
 from quell.errors import InputError
-from quell.experiment import prepare_run_dir
-from quell.prima.model import InterferenceModel
-from quell.prima.profile import (
+from quell.experiment.run import prepare_run_dir
+from quell.models.capacity import InterferenceModel
+from quell.probe.severity import PROBE_COUNT_KEY, PROBE_KEY
+from quell.scenario.model import Iperf3, Scenario
+from quell.studies.prima.profile import (
     CellResult,
     Profiler,
     ProfileSpec,
@@ -23,9 +25,7 @@ from quell.prima.profile import (
     measure,
     pool,
 )
-from quell.prima.validate import summary, validate
-from quell.probe.severity import PROBE_COUNT_KEY, PROBE_KEY
-from quell.scenario.model import Iperf3, Scenario
+from quell.studies.prima.validate import summary, validate
 from tests.prima import bundles as sb
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from quell.prima.profile import CellResult, MeasuredPoint
-from quell.prima.validate import noise_floor_pct, scatter, summary, validate
+from quell.studies.prima.profile import CellResult, MeasuredPoint
+from quell.studies.prima.validate import noise_floor_pct, scatter, summary, validate
 from tests.prima import bundles as sb
 
 

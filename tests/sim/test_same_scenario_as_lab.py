@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from quell.experiment import prepare_run_dir, run_scenario
-from quell.policy import build_policy
+from quell.experiment.run import prepare_run_dir, run_scenario
 from quell.scenario import load_scenario
+from quell.scenario.policy import build_policy
 from quell.sim.environment import SimEnvironment
 from tests.effects import assert_cohosted_instance_slows_alone
 

@@ -12,7 +12,7 @@ import pytest
 from quell.core.action import AddInstance, RemoveInstance, SetWeight
 from quell.core.loop import ControlLoop
 from quell.core.observation import Snapshot
-from quell.errors import InputError
+from quell.errors import ActionError
 from quell.policy.static import StaticPolicy
 from quell.scenario.model import Scenario
 from quell.sim import SimEnvironment
@@ -55,7 +55,7 @@ def test_removing_a_booting_instance_cancels_it() -> None:
     env.apply([RemoveInstance("n1")])
     for t in range(10, 60, 10):
         assert "n1" not in observe_at(env, t).instances
-    with pytest.raises(InputError, match="unknown instance 'n1'"):
+    with pytest.raises(ActionError, match="unknown instance 'n1'"):
         env.apply([SetWeight("n1", 10)])
     env.apply([AddInstance("n1", "h3")])  # the id is free again
 

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from quell.core.action import AddInstance, RemoveInstance, SetCpuCap, SetWeight
-from quell.core.loop import ControlLoop
 from quell.core.observation import Snapshot
-from quell.errors import InputError
+from quell.errors import ActionError, InputError
+from quell.experiment.run import scenario_loop
 from quell.policy.static import StaticPolicy
 from quell.scenario import parse_scenario
 from quell.scenario.model import Scenario
@@ -49,9 +49,7 @@ def scenario(**over: Any) -> Scenario:
 def run(s: Scenario) -> tuple[SimEnvironment, list[Snapshot]]:
     env = SimEnvironment(s)
     snaps: list[Snapshot] = []
-    ControlLoop(
-        env, StaticPolicy(), s.interval_s, s.duration_s, s.events, on_snapshot=snaps.append
-    ).run()
+    scenario_loop(s, env, StaticPolicy(), on_snapshot=snaps.append).run()
     return env, snaps
 
 
@@ -148,7 +146,7 @@ def test_add_instance_boots_then_takes_load_and_remove_drains() -> None:
     snap = env.observe()
     assert "i1" not in snap.instances
     assert snap.instances["i3"].requests > 1.5 * snap.instances["i2"].requests
-    with pytest.raises(InputError, match="SetCpuCap"):
+    with pytest.raises(ActionError, match="SetCpuCap"):
         env.apply([SetCpuCap("i2", 1.0)])
 
 

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from quell.core.action import AddInstance
-from quell.core.loop import ControlLoop
 from quell.core.observation import Snapshot
 from quell.errors import InputError
+from quell.experiment.run import scenario_loop
 from quell.policy.static import StaticPolicy
 from quell.scenario.model import Scenario
 from quell.scenario.service import HostInterference
@@ -41,9 +41,7 @@ def interference(**spec: Any) -> dict[str, Any]:
 def run(s: Scenario) -> tuple[SimEnvironment, list[Snapshot]]:
     env = SimEnvironment(s, log_capacity=True)
     snaps: list[Snapshot] = []
-    loop = ControlLoop(env, StaticPolicy(), s.interval_s, s.duration_s, s.events)
-    loop.on_snapshot = snaps.append
-    loop.run()
+    scenario_loop(s, env, StaticPolicy(), on_snapshot=snaps.append).run()
     return env, snaps
 
 

@@ -10,8 +10,9 @@ from scipy.optimize import minimize_scalar
 
 from quell.core.rng import component_rng
 from quell.scenario import parse_scenario
+from quell.scenario.schedule import build_schedule
 from quell.workload.arrival import Mmpp2, Poisson, index_of_dispersion
-from quell.workload.schedule import RequestSchedule, build_schedule
+from quell.workload.schedule import RequestSchedule
 from quell.workload.sessions import VideoFile, video_files, zipf_probabilities
 
 

@@ -8,14 +8,17 @@ from typing import Protocol
 from quell.core.action import Action, Decision
 from quell.core.clock import Clock
 from quell.core.observation import Snapshot
-from quell.scenario.model import Event
 
 
 class Environment(Protocol):
     """A lab, a simulator or a live deployment: anything quell can observe and act on.
 
-    ``observe`` reports the interval that ends at ``clock.now()``. ``trigger`` carries out a timed
-    scenario event (start/stop antagonists); policies never call it.
+    ``observe`` reports the interval that ends at ``clock.now()``. ``apply`` carries out a
+    batch of actions: the ones it can, at once; if any cannot be carried out it raises
+    ``ActionError`` naming each of them (and what was applied), leaving the environment
+    consistent. ``close`` releases everything the environment holds and may be called twice.
+    Scripted happenings (a neighbour starting at 90 s) are not part of this seam: the
+    experiment runner drives them on environments that can stage them.
     """
 
     @property
@@ -27,8 +30,6 @@ class Environment(Protocol):
     def observe(self) -> Snapshot: ...
 
     def apply(self, actions: Sequence[Action]) -> None: ...
-
-    def trigger(self, event: Event) -> None: ...
 
     def close(self) -> None: ...
 

@@ -1,7 +1,8 @@
-"""The control loop: at every interval observe, decide, apply; fire timed events on time.
+"""The control loop: at every interval observe, decide, apply; run timed callbacks on time.
 
 A failed cycle (an exception in observe, decide or apply) is logged and counted, never fatal.
-"""
+What a timed callback does (start a neighbour, record a phase) is its caller's business: the
+loop only keeps time."""
 
 from __future__ import annotations
 
@@ -13,9 +14,11 @@ from quell.core.action import Decision
 from quell.core.environment import Environment, Policy
 from quell.core.observation import Snapshot
 from quell.errors import ComponentDiedError
-from quell.scenario.model import Event
 
 log = logging.getLogger(__name__)
+
+TimedCall = tuple[float, Callable[[], None]]
+"""``(at_s, call)``: run ``call`` once the environment's clock reaches ``at_s``."""
 
 
 @dataclass
@@ -31,29 +34,30 @@ class ControlLoop:
     policy: Policy
     interval_s: float
     duration_s: float
-    events: Sequence[Event] = ()
+    timed: Sequence[TimedCall] = ()
     on_snapshot: Callable[[Snapshot], None] = lambda s: None
     on_decision: Callable[[float, Decision], None] = lambda t, d: None
-    on_event: Callable[[Event], None] = lambda e: None
     on_cycle_error: Callable[[float, str], None] = lambda t, msg: None
 
-    def _timeline(self) -> list[tuple[float, int, Event | None]]:
+    def _timeline(self) -> list[tuple[float, int, Callable[[], None] | None]]:
         n = round(self.duration_s / self.interval_s)
-        ticks: list[tuple[float, int, Event | None]] = [
+        ticks: list[tuple[float, int, Callable[[], None] | None]] = [
             (min(k * self.interval_s, self.duration_s), 1, None) for k in range(1, n + 1)
         ]
-        # At equal times, the tick (closing the interval before the event) comes first.
-        evs: list[tuple[float, int, Event | None]] = [(e.at_s, 2, e) for e in self.events]
-        return sorted(ticks + evs, key=lambda x: (x[0], x[1]))
+        # At equal times the tick (closing the interval before the call) comes first, then the
+        # calls in the order given.
+        calls: list[tuple[float, int, Callable[[], None] | None]] = [
+            (at_s, 2, call) for at_s, call in self.timed
+        ]
+        return sorted(ticks + calls, key=lambda x: (x[0], x[1]))
 
     def run(self) -> LoopReport:
         report = LoopReport()
         clock = self.environment.clock
-        for t, _, event in self._timeline():
+        for t, _, call in self._timeline():
             clock.sleep_until(t)
-            if event is not None:
-                self.environment.trigger(event)
-                self.on_event(event)
+            if call is not None:
+                call()
                 continue
             report.ticks += 1
             try:

@@ -37,7 +37,7 @@ from quell.core.action import (
 )
 from quell.core.clock import WallClock
 from quell.core.observation import Snapshot
-from quell.errors import ComponentDiedError, ComponentError, InputError, Problem
+from quell.errors import ActionError, ComponentDiedError, ComponentError, InputError, Problem
 from quell.lab import antagonists as ants
 from quell.lab.balancer import (
     BACKEND,
@@ -65,11 +65,12 @@ from quell.lab.servers import (
 from quell.lab.tag import RUNTIME_ROOT, RunTag
 from quell.probe.severity import probe_extra
 from quell.scenario.model import Event, FileSpec, Fio, Instance, Iperf3, Scenario, StressNg
+from quell.scenario.schedule import build_schedule
 from quell.signals.cgroup import CgroupLayout
 from quell.signals.haproxy import ServerStat
 from quell.signals.netns import NETNS_DIR, NetDevReader, open_in_netns, tcp_listeners
 from quell.store.run import RequestRecord
-from quell.workload.schedule import RequestSchedule, build_schedule
+from quell.workload.schedule import RequestSchedule
 
 StatusFn = Callable[[str], None]
 InstanceState = Literal["booting", "serving", "draining", "gone"]
@@ -528,41 +529,51 @@ class LabEnvironment:
             self._promote(inst)
 
     def apply(self, actions: Sequence[Action]) -> None:
+        """Carry out each action; if any cannot be (an unknown instance, a refusal by HAProxy
+        or the cgroups), raise ``ActionError`` naming each of them (the others stay applied)."""
         rt = self._runtime()
+        failed: list[tuple[object, str]] = []
+        applied: list[object] = []
         for a in actions:
-            if isinstance(a, SetWeight):
-                inst = self._instance(a.instance_id, "SetWeight")
-                if inst.state != "booting":
-                    rt.set_weight(BACKEND, a.instance_id, a.weight)
-                inst.weight = a.weight
-            elif isinstance(a, SetMaxConn):
-                inst = self._instance(a.instance_id, "SetMaxConn")
-                if inst.state != "booting":
-                    rt.set_maxconn(BACKEND, a.instance_id, a.maxconn)
-                inst.maxconn = a.maxconn
-            elif isinstance(a, RemoveInstance):
-                inst = self._instance(a.instance_id, "RemoveInstance")
-                if a.drain and inst.state == "serving":
-                    rt.set_state(BACKEND, a.instance_id, "drain")
-                    inst.state = "draining"
-                    inst.drain_until_s = self.clock.now() + self.scenario.workload.timeout_s
-                elif not a.drain or inst.state == "booting":
-                    self._retire(inst)
-            elif isinstance(a, AddInstance):
-                self._add_instance(a)
-            elif isinstance(a, SetCpuCap):
-                inst = self._instance(a.instance_id, "SetCpuCap")
-                set_cpu_cap(self.layout, inst.group.name, a.cpus)
-            elif isinstance(a, ReconfigureServer):
-                raise InputError(
-                    "action",
-                    [
-                        Problem(
-                            "ReconfigureServer",
-                            "lighttpd and nginx instances have no run-time settings to change",
-                        )
-                    ],
-                )
+            try:
+                self._apply_one(rt, a)
+            except (InputError, ComponentError) as exc:
+                failed.append((a, str(exc)))
+            else:
+                applied.append(a)
+        if failed:
+            raise ActionError(self.name, failed, applied)
+
+    def _apply_one(self, rt: HAProxyRuntime, a: Action) -> None:
+        if isinstance(a, SetWeight):
+            inst = self._instance(a.instance_id, "SetWeight")
+            if inst.state != "booting":
+                rt.set_weight(BACKEND, a.instance_id, a.weight)
+            inst.weight = a.weight
+        elif isinstance(a, SetMaxConn):
+            inst = self._instance(a.instance_id, "SetMaxConn")
+            if inst.state != "booting":
+                rt.set_maxconn(BACKEND, a.instance_id, a.maxconn)
+            inst.maxconn = a.maxconn
+        elif isinstance(a, RemoveInstance):
+            inst = self._instance(a.instance_id, "RemoveInstance")
+            if a.drain and inst.state == "serving":
+                rt.set_state(BACKEND, a.instance_id, "drain")
+                inst.state = "draining"
+                inst.drain_until_s = self.clock.now() + self.scenario.workload.timeout_s
+            elif not a.drain or inst.state == "booting":
+                self._retire(inst)
+        elif isinstance(a, AddInstance):
+            self._add_instance(a)
+        elif isinstance(a, SetCpuCap):
+            inst = self._instance(a.instance_id, "SetCpuCap")
+            set_cpu_cap(self.layout, inst.group.name, a.cpus)
+        elif isinstance(a, ReconfigureServer):
+            self._instance(a.instance_id, "ReconfigureServer")
+            raise _problem(
+                "ReconfigureServer",
+                "lighttpd and nginx instances have no run-time settings to change",
+            )
 
     def trigger(self, event: Event) -> None:
         remaining = max(1.0, self.scenario.duration_s - self.clock.now())

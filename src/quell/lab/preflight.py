@@ -11,7 +11,7 @@ from pathlib import Path
 
 from quell.errors import InputError, PrerequisiteError, Problem
 from quell.scenario.model import Scenario
-from quell.workload.schedule import build_schedule
+from quell.scenario.schedule import build_schedule
 
 BASE_BINARIES = ("ip", "tc", "haproxy", "taskset", "python3")
 VIDEO_DIR = re.compile(r"^/v\d+/")

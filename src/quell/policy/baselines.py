@@ -21,10 +21,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from quell.core.action import Action, Decision
 from quell.core.observation import Snapshot
 from quell.errors import InputError, Problem
+from quell.models.bundle import load_bundle
 from quell.policy.context import PolicyContext, parse_params
 from quell.policy.fleet import Fleet
 from quell.policy.weights import MAX_WEIGHT, proportional_weights
-from quell.prima.bundle import load_bundle
 from quell.probe import ProbeTable, SeverityEstimator
 
 Params = dict[str, float | int | str | bool]

@@ -1,9 +1,10 @@
-"""What a policy may know besides snapshots: the scenario's target, scaling room and paths.
-Built once from the scenario; policies never read files or clocks after construction."""
+"""What a policy may know besides snapshots: the target, the room to scale, paths. Built once
+(from a scenario by ``quell.scenario.policy``, or from a live deployment's configuration);
+policies never read files or clocks after construction."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -11,47 +12,44 @@ from typing import TypeVar
 from pydantic import BaseModel, ValidationError
 
 from quell.errors import InputError, Problem
-from quell.scenario.model import Scaling, Scenario
 
 P = TypeVar("P", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class ScalingLimits:
+    """Where and how far a policy may scale: ``hosts`` a new instance may go on, in order of
+    preference (one instance each); ``boot_s`` from asking to serving; the fleet's bounds."""
+
+    hosts: Sequence[str]
+    boot_s: float = 30.0
+    min_instances: int = 1
+    max_instances: int | None = None
 
 
 @dataclass(frozen=True)
 class PolicyContext:
     """The fixed facts a policy is built with.
 
-    ``target_rt_s`` is R_th (``None`` when the scenario sets no target); ``scaling`` says where
-    new instances may go (``None``: the policy may not scale); ``base_dir`` resolves relative
+    ``target_rt_s`` is R_th (``None`` when none is set); ``scaling`` says where new instances
+    may go (``None``: the policy may not scale); ``base_dir`` resolves relative
     paths in parameters (model bundles); ``interval_s`` is the control period.
     """
 
     interval_s: float
     target_rt_s: float | None = None
-    scaling: Scaling | None = None
+    scaling: ScalingLimits | None = None
     base_dir: Path = Path(".")
     initial_instances: Mapping[str, str] = field(default_factory=dict)
-    """instance id → host id of the instances the scenario starts with."""
+    """instance id → host id of the instances the run starts with."""
     lb_algorithm: str = "roundrobin"
     """The load balancer's own algorithm (``roundrobin`` or ``leastconn``)."""
     probe_period_s: float | None = None
-    """How often each instance's probe reports (``None``: the scenario runs no probe)."""
+    """How often each instance's probe reports (``None``: no probe runs)."""
     probe_util_pct: Mapping[str, float] = field(default_factory=dict)
     """host id → the share of an instance's U on that host that is its own probe (a network
     probe's bytes per period over the host's link, in per cent); hosts without a link rate are
     absent."""
-
-    @classmethod
-    def from_scenario(cls, scenario: Scenario, base_dir: Path = Path(".")) -> PolicyContext:
-        return cls(
-            interval_s=scenario.interval_s,
-            target_rt_s=scenario.target.mean_rt_s if scenario.target else None,
-            scaling=scenario.scaling,
-            base_dir=base_dir,
-            initial_instances={i.id: i.host for i in scenario.instances},
-            lb_algorithm=scenario.load_balancer.algorithm,
-            probe_period_s=scenario.probe.period_s if scenario.probe else None,
-            probe_util_pct=probe_util_pct(scenario),
-        )
 
     def require_target(self, policy: str) -> float:
         if self.target_rt_s is None:
@@ -60,20 +58,6 @@ class PolicyContext:
                 [Problem("target.mean_rt_s", f"policy {policy!r} needs a response-time target")],
             )
         return self.target_rt_s
-
-
-def probe_util_pct(scenario: Scenario) -> dict[str, float]:
-    """Per host, the per cent of an instance's U its network probe takes: ``size_bytes`` × 8
-    bits once per ``period_s`` over the host's ``link_mbit``."""
-    probe = scenario.probe
-    if probe is None:
-        return {}
-    bits_per_s = probe.size_bytes * 8 / probe.period_s
-    return {
-        h.id: 100.0 * bits_per_s / (h.link_mbit * 1e6)
-        for h in scenario.hosts
-        if h.link_mbit is not None
-    }
 
 
 def parse_params(model: type[P], params: Mapping[str, object], policy: str) -> P:

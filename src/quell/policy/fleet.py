@@ -24,7 +24,7 @@ from numpy.typing import NDArray
 from quell.core.action import AddInstance, RemoveInstance, SetWeight
 from quell.core.observation import Snapshot
 from quell.policy.context import PolicyContext
-from quell.policy.weights import MAX_WEIGHT, proportional_weights
+from quell.policy.weights import proportional_array, proportional_weights
 
 
 class Fleet:
@@ -274,15 +274,4 @@ PENDING_GRACE_INTERVALS = 3
 """A requested instance is given up this many control intervals after its boot delay."""
 
 
-def proportional_array(shares: NDArray[np.float64], scale: int = MAX_WEIGHT) -> NDArray[np.int64]:
-    """``proportional_weights`` over an array: the largest share gets ``scale``, every positive
-    share at least 1, zero shares 0 (all zero when no share is positive)."""
-    s = np.asarray(shares, dtype=float)
-    top = float(s.max(initial=0.0))
-    if top <= 0:
-        return np.zeros(s.size, dtype=np.int64)
-    w = np.maximum(1, np.rint(scale * s / top)).astype(np.int64)
-    return np.where(s > 0, w, 0)
-
-
-__all__ = ["Fleet", "proportional_array"]
+__all__ = ["Fleet"]

@@ -33,11 +33,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from quell.core.action import Action, Decision, SetWeight
 from quell.core.observation import Observation, Snapshot
+from quell.models.bundle import ModelBundle, load_bundle
+from quell.models.capacity import CapacityModel
 from quell.policy.context import PolicyContext, parse_params
-from quell.policy.fleet import Fleet, proportional_array
+from quell.policy.fleet import Fleet
+from quell.policy.weights import proportional_array
 from quell.policy.window import UtilWindow
-from quell.prima.bundle import ModelBundle, load_bundle
-from quell.prima.model import CapacityModel
 from quell.probe.severity import PROBE_KEY, SeverityEstimator
 
 FloatArray = NDArray[np.float64]

@@ -96,7 +96,8 @@ def _x_limits(phases: Sequence[Phase], observations: Sequence[Observation]) -> t
     return 0.0, end
 
 
-def _save(fig: Any, path: Path) -> Path:
+def save_figure(fig: Any, path: Path) -> Path:
+    """Write ``fig`` as a PNG at ``path`` (with the Agg backend, whatever the default)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     FigureCanvasAgg(fig)
@@ -155,7 +156,7 @@ def plot_response_time(
     ax.set_ylabel("response time (ms)")
     axes[0].set_title("Response time per interval", pad=16, fontsize=11)
     _finish(axes, phases, events, observations)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_throughput(
@@ -173,7 +174,7 @@ def plot_throughput(
     ax.set_ylabel("throughput (req/s)")
     axes[0].set_title("Throughput per interval", pad=16, fontsize=11)
     _finish(axes, phases, events, observations)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_utilisation(
@@ -197,7 +198,7 @@ def plot_utilisation(
         "CPU utilisation and bottleneck utilisation per interval", pad=16, fontsize=11
     )
     _finish(axes, phases, events, observations)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def _ms(seconds: float | None) -> float | None:

@@ -33,8 +33,6 @@ that could have met the target, from ``quell.sim.oracle`` (needs a target)."""
 
 from __future__ import annotations
 
-import json
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +45,7 @@ from quell.scenario.model import Scenario
 from quell.scenario.service import ServiceModel
 from quell.sim.oracle import OracleResult, run_oracle
 from quell.sim.service import interference_changes
-from quell.store.run import DB_NAME, RunStore
+from quell.store.run import RunStore
 
 DEFAULT_BOOT_S = 30.0
 OLDEST_KEY = "oldest_in_flight_seconds"
@@ -61,26 +59,10 @@ def default_settle_s(scenario: Scenario) -> float:
 def _observations(store: RunStore) -> dict[str, NDArray[Any]]:
     """time_s, interval_s, instance_id, requests, mean_rt_s and, where no request completed,
     oldest_s (``extra["oldest_in_flight_seconds"]``, NaN if not reported) of every observation,
-    as arrays (read straight from the store's database: the per-row ``Observation`` objects are
-    too slow for fleets)."""
-    conn = sqlite3.connect(f"file:{Path(store.path) / DB_NAME}?mode=ro", uri=True)
-    try:
-        rows = conn.execute(
-            "SELECT time_s, interval_s, instance_id, requests, mean_rt_seconds,"
-            " CASE WHEN requests = 0 THEN extra END FROM observations"
-        ).fetchall()
-    finally:
-        conn.close()
-    cols = list(zip(*rows, strict=True)) if rows else [()] * 6
-    oldest = [json.loads(x).get(OLDEST_KEY, np.nan) if x is not None else np.nan for x in cols[5]]
-    return {
-        "time_s": np.asarray(cols[0], dtype=np.float64),
-        "interval_s": np.asarray(cols[1], dtype=np.float64),
-        "instance": np.asarray(cols[2], dtype=object),
-        "requests": np.asarray(cols[3], dtype=np.int64),
-        "mean_rt_s": np.asarray([np.nan if v is None else v for v in cols[4]], dtype=np.float64),
-        "oldest_s": np.asarray(oldest, dtype=np.float64),
-    }
+    as arrays."""
+    cols = store.observation_columns(OLDEST_KEY)
+    cols["oldest_s"] = cols.pop("extra")
+    return cols
 
 
 def _scaling_actions(store: RunStore) -> list[tuple[float, str, str, str | None]]:

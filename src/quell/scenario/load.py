@@ -9,35 +9,19 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from quell.core.schema import validation_problems
 from quell.errors import InputError, Problem
 from quell.scenario.model import Scenario
 
 
-def _location(loc: tuple[int | str, ...]) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += ("." if out else "") + part
-    return out
-
-
 def _pydantic_problems(err: ValidationError) -> list[Problem]:
-    problems = []
-    for e in err.errors():
-        # Discriminated unions add the tag as a path element ("poisson", "stress-ng"): drop it.
-        loc = tuple(p for p in e["loc"] if not (isinstance(p, str) and p in _TAGS))
-        msg = e["msg"]
-        if e["type"] == "extra_forbidden":
-            msg = "unknown key"
-        elif e["type"] == "missing":
-            msg = "required key is missing"
-        problems.append(Problem(_location(loc), msg))
-    return problems
+    # Discriminated unions add the tag as a path element ("poisson", "stress-ng"): drop it.
+    return validation_problems(err, skip=_TAGS)
 
 
-_TAGS = {"poisson", "deterministic", "schedule", "mmpp2", "trace", "stress-ng", "iperf3", "fio"}
+_TAGS = frozenset(
+    {"poisson", "deterministic", "schedule", "mmpp2", "trace", "stress-ng", "iperf3", "fio"}
+)
 
 
 def check_scenario(s: Scenario) -> list[Problem]:

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field, field_validator
 
+from quell.core.schema import StrictModel
+from quell.policy import POLICIES
 from quell.scenario.service import ServiceModel
 from quell.workload.spec import ArrivalSpec, SessionSpec
 
@@ -15,11 +17,7 @@ Identifier = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,11}$")]
 CpuList = Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1)]
 
 
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-
-class Host(Strict):
+class Host(StrictModel):
     """One physical machine: everything placed on it shares its link and, if pinned, its CPUs."""
 
     id: Identifier
@@ -28,7 +26,7 @@ class Host(Strict):
     cpus: CpuList | None = None
 
 
-class Instance(Strict):
+class Instance(StrictModel):
     id: Identifier
     host: Identifier
     server: Literal["lighttpd", "nginx"] = "lighttpd"
@@ -40,7 +38,7 @@ class Instance(Strict):
     """nginx only: compress responses on the fly (gzip level 9), which makes each request CPU-bound."""
 
 
-class FileSpec(Strict):
+class FileSpec(StrictModel):
     """A file every instance serves, generated at start."""
 
     path: Annotated[str, Field(pattern=r"^/[A-Za-z0-9._/-]{1,100}$")]
@@ -49,17 +47,17 @@ class FileSpec(Strict):
     """Fill with text (compresses well, so gzip burns CPU) instead of random bytes."""
 
 
-class LoadBalancer(Strict):
+class LoadBalancer(StrictModel):
     algorithm: Literal["roundrobin", "leastconn"] = "roundrobin"
     maxconn_per_server: Annotated[int, Field(ge=1, le=100_000)] | None = None
 
 
-class RequestMix(Strict):
+class RequestMix(StrictModel):
     path: str
     weight: Annotated[float, Field(gt=0)] = 1.0
 
 
-class Workload(Strict):
+class Workload(StrictModel):
     arrival: ArrivalSpec
     requests: Annotated[list[RequestMix], Field(min_length=1)] | None = None
     """Which files are requested and how often; ``None`` with ``sessions`` set."""
@@ -71,7 +69,7 @@ class Workload(Strict):
     """CPUs to pin the load generator to (lab)."""
 
 
-class StressNg(Strict):
+class StressNg(StrictModel):
     kind: Literal["stress-ng"]
     id: Identifier
     host: Identifier
@@ -84,7 +82,7 @@ class StressNg(Strict):
     cpus: CpuList | None = None
 
 
-class Iperf3(Strict):
+class Iperf3(StrictModel):
     kind: Literal["iperf3"]
     id: Identifier
     host: Identifier
@@ -94,7 +92,7 @@ class Iperf3(Strict):
     cpus: CpuList | None = None
 
 
-class Fio(Strict):
+class Fio(StrictModel):
     kind: Literal["fio"]
     id: Identifier
     host: Identifier
@@ -109,7 +107,7 @@ class Fio(Strict):
 Antagonist = Annotated[StressNg | Iperf3 | Fio, Field(discriminator="kind")]
 
 
-class Event(Strict):
+class Event(StrictModel):
     """At ``at_s``, start and stop antagonists; ``phase`` names the phase that begins here."""
 
     at_s: Annotated[float, Field(ge=0)]
@@ -118,24 +116,29 @@ class Event(Strict):
     stop: list[Identifier] = []
 
 
-PolicyName = Literal["static", "prima", "rr", "lc", "lsf", "lr", "threshold"]
-
-
-class PolicySpec(Strict):
+class PolicySpec(StrictModel):
     """Which policy decides, and its parameters (each policy validates its own ``params``)."""
 
-    name: PolicyName = "static"
+    name: str = "static"
+    """One of ``quell.policy.POLICIES``."""
     params: dict[str, float | int | str | bool] = {}
     label: Identifier | None = None
     """What a comparison calls this run (default: the policy's name), so ``compare`` can list
     one policy twice with different parameters."""
+
+    @field_validator("name")
+    @classmethod
+    def _known(cls, name: str) -> str:
+        if name not in POLICIES:
+            raise ValueError(f"unknown policy {name!r} (known: {', '.join(POLICIES)})")
+        return name
 
     @property
     def key(self) -> str:
         return self.label or self.name
 
 
-class ProbeSpec(Strict):
+class ProbeSpec(StrictModel):
     """The interference probe every instance carries (PRIMA Section III-B1).
 
     ``network``: a small web server inside the instance's network namespace serves a file of
@@ -147,7 +150,7 @@ class ProbeSpec(Strict):
     size_bytes: Annotated[int, Field(gt=0, le=100_000_000)] = 1_000_000
 
 
-class Scaling(Strict):
+class Scaling(StrictModel):
     """Where and how new instances start when a policy scales out."""
 
     hosts: Annotated[list[Identifier], Field(min_length=1)]
@@ -159,13 +162,13 @@ class Scaling(Strict):
     server: Literal["lighttpd", "nginx"] = "lighttpd"
 
 
-class Target(Strict):
+class Target(StrictModel):
     """The service's response-time target, R_th: policies aim at it, reports judge by it."""
 
     mean_rt_s: Annotated[float, Field(gt=0, le=600)]
 
 
-class Scenario(Strict):
+class Scenario(StrictModel):
     name: Annotated[str, Field(min_length=1, max_length=80)]
     description: str = ""
     seed: Annotated[int, Field(ge=0)] = 0

@@ -7,16 +7,14 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from quell.core.schema import StrictModel
 
 Seconds = Annotated[float, Field(gt=0)]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-
-class SizeModel(_Strict):
+class SizeModel(StrictModel):
     """Request size (service demand = size / capacity). ``mean_bytes: null`` keeps the mean of
     each request's own size (the file it asks for); the distribution then only adds spread."""
 
@@ -28,7 +26,7 @@ class SizeModel(_Strict):
     """Empirical only: sizes drawn uniformly from this list."""
 
 
-class ScheduledSlowdown(_Strict):
+class ScheduledSlowdown(StrictModel):
     """Slowdown factor set at given times (a factor of 2 halves the instance's speed)."""
 
     kind: Literal["schedule"]
@@ -37,12 +35,12 @@ class ScheduledSlowdown(_Strict):
     points: Annotated[list[SlowdownPoint], Field(min_length=1)]
 
 
-class SlowdownPoint(_Strict):
+class SlowdownPoint(StrictModel):
     at_s: Annotated[float, Field(ge=0)]
     factor: Annotated[float, Field(ge=1, le=1000)]
 
 
-class OnOffSlowdown(_Strict):
+class OnOffSlowdown(StrictModel):
     """Alternating on/off periods; while on, the instance is ``factor`` times slower."""
 
     kind: Literal["onoff"]
@@ -58,7 +56,7 @@ class OnOffSlowdown(_Strict):
 Slowdown = Annotated[ScheduledSlowdown | OnOffSlowdown, Field(discriminator="kind")]
 
 
-class HostInterference(_Strict):
+class HostInterference(StrictModel):
     """A co-located neighbour on each of ``hosts`` that, while on, takes ``bitrate_mbit`` of the
     host's link (like iperf3 with a bitrate: the link's capacity for everyone else drops by that
     much, at most to 5 %). Each host switches on and off independently, from its own random
@@ -77,7 +75,7 @@ class HostInterference(_Strict):
     time left in it as if the source had been running for ever, so hosts are out of step."""
 
 
-class ServiceModel(_Strict):
+class ServiceModel(StrictModel):
     discipline: Literal["ps", "fcfs"] = "ps"
     """Processor sharing (default) or first-come-first-served with ``workers`` servers."""
     workers: Annotated[int, Field(ge=1, le=10_000)] = 1

@@ -28,9 +28,10 @@ from quell.core.action import Action, AddInstance, RemoveInstance, SetMaxConn, S
 from quell.core.clock import VirtualClock
 from quell.core.observation import Observation, Snapshot
 from quell.core.rng import component_rng
-from quell.errors import InputError, Problem
+from quell.errors import ActionError, InputError, Problem
 from quell.probe.severity import PROBE_COUNT_KEY, PROBE_KEY
 from quell.scenario.model import Event, Fio, Iperf3, Scenario, StressNg
+from quell.scenario.schedule import build_schedule
 from quell.scenario.service import ServiceModel
 from quell.sim.core import Algorithm, EventCore, Records
 from quell.sim.service import (
@@ -40,7 +41,7 @@ from quell.sim.service import (
     slowdown_changes,
 )
 from quell.store.run import RequestRecord
-from quell.workload.schedule import RequestSchedule, build_schedule
+from quell.workload.schedule import RequestSchedule
 
 log = logging.getLogger(__name__)
 
@@ -449,58 +450,63 @@ class SimEnvironment:
 
     # -- acting ------------------------------------------------------------------------------
     def apply(self, actions: Sequence[Action]) -> None:
-        """Carry out what the simulator models; the others are named in one ``InputError``.
+        """Carry out each action the simulator models; if any cannot be, raise ``ActionError``
+        naming each of them (the others stay applied).
 
         Actions may name an instance that is booting (``SetWeight`` sets the weight it will
         start with; ``RemoveInstance`` cancels it) or draining, not one that is gone."""
         self._advance(self.clock.now())
-        problems: list[Problem] = []
+        failed: list[tuple[object, str]] = []
+        applied: list[object] = []
         for a in actions:
-            if isinstance(a, AddInstance):
-                known = self._index.get(a.instance_id)
-                if known is not None and self._state[known] != GONE:
-                    problems.append(Problem("AddInstance", f"{a.instance_id!r} exists"))
-                    continue
-                if a.host not in {h.id for h in self.scenario.hosts}:
-                    problems.append(Problem("AddInstance", f"unknown host {a.host!r}"))
-                    continue
-                if a.host not in self._host_resource and self.service_.capacity_bytes_per_s is None:
-                    problems.append(Problem("AddInstance", f"host {a.host!r} has no capacity"))
-                    continue
-                boot = self.boot_s_
-                i = self._add(a.instance_id, a.host, a.weight, None, serving=boot == 0)
-                if boot > 0:
-                    self._booting[i] = self.core_.now_s_ + boot
-                else:
-                    self._start_probes(i, self.core_.now_s_)
-                continue
-            i_opt = self._index.get(a.instance_id)
-            if i_opt is None or self._state[i_opt] == GONE:
-                problems.append(Problem(type(a).__name__, f"unknown instance {a.instance_id!r}"))
-                continue
-            i = i_opt
-            if isinstance(a, SetWeight):
-                self.core_.set_weight(i, float(a.weight))
-            elif isinstance(a, SetMaxConn):
-                svc = self.service_
-                limit = min(a.maxconn, svc.workers) if svc.discipline == "fcfs" else a.maxconn
-                self.core_.set_concurrency_limit(i, limit)
-            elif isinstance(a, RemoveInstance):
-                self.core_.set_eligible(i, False)
-                self._probe_next[i] = np.inf
-                if self._state[i] == BOOTING:
-                    del self._booting[i]
-                    self._state[i] = GONE  # never served, never reported
-                elif self._state[i] == SERVING:
-                    self._state[i] = DRAINING
-                if not a.drain:
-                    self._dropped[i] += self.core_.drop_jobs(i)
+            why = self._apply_one(a)
+            if why is None:
+                applied.append(a)
             else:
-                problems.append(
-                    Problem(type(a).__name__, "not modelled by the simulator (action ignored)")
-                )
-        if problems:
-            raise InputError("sim.apply", problems)
+                failed.append((a, why))
+        if failed:
+            raise ActionError(self.name, failed, applied)
+
+    def _apply_one(self, a: Action) -> str | None:
+        """Carry out ``a``; ``None`` when done, else why it was not (nothing changed then)."""
+        if isinstance(a, AddInstance):
+            known = self._index.get(a.instance_id)
+            if known is not None and self._state[known] != GONE:
+                return f"{a.instance_id!r} exists"
+            if a.host not in {h.id for h in self.scenario.hosts}:
+                return f"unknown host {a.host!r}"
+            if a.host not in self._host_resource and self.service_.capacity_bytes_per_s is None:
+                return f"host {a.host!r} has no capacity"
+            boot = self.boot_s_
+            i = self._add(a.instance_id, a.host, a.weight, None, serving=boot == 0)
+            if boot > 0:
+                self._booting[i] = self.core_.now_s_ + boot
+            else:
+                self._start_probes(i, self.core_.now_s_)
+            return None
+        i_opt = self._index.get(a.instance_id)
+        if i_opt is None or self._state[i_opt] == GONE:
+            return f"unknown instance {a.instance_id!r}"
+        i = i_opt
+        if isinstance(a, SetWeight):
+            self.core_.set_weight(i, float(a.weight))
+        elif isinstance(a, SetMaxConn):
+            svc = self.service_
+            limit = min(a.maxconn, svc.workers) if svc.discipline == "fcfs" else a.maxconn
+            self.core_.set_concurrency_limit(i, limit)
+        elif isinstance(a, RemoveInstance):
+            self.core_.set_eligible(i, False)
+            self._probe_next[i] = np.inf
+            if self._state[i] == BOOTING:
+                del self._booting[i]
+                self._state[i] = GONE  # never served, never reported
+            elif self._state[i] == SERVING:
+                self._state[i] = DRAINING
+            if not a.drain:
+                self._dropped[i] += self.core_.drop_jobs(i)
+        else:
+            return f"{type(a).__name__} is not modelled by the simulator"
+        return None
 
     def trigger(self, event: Event) -> None:
         """Start/stop antagonists at the event's time: iperf3 shares its host's link, stress-ng

@@ -27,9 +27,10 @@ from numpy.typing import NDArray
 
 from quell.errors import InputError, Problem
 from quell.scenario.model import Iperf3, Scenario
+from quell.scenario.schedule import build_schedule
 from quell.scenario.service import ServiceModel
 from quell.sim.service import MAX_TAKEN_SHARE, draw_sizes, interference_changes
-from quell.workload.schedule import RequestSchedule, build_schedule
+from quell.workload.schedule import RequestSchedule
 
 
 def max_rate_rps(

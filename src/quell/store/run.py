@@ -1,6 +1,8 @@
 """The run store. A run directory holds ``scenario.yaml``, ``run.db`` (this store), ``summary.json``
 and, once reported, ``report/``. The store commits after every interval, so a crash loses at most
-one interval of data."""
+one interval of data. While a run writes, the database keeps a write-ahead log beside it
+(``run.db-wal``, ``run.db-shm``); closing the writing store folds the log in and returns the file
+to a plain rollback journal, so a finished run is the one file and readers leave nothing."""
 
 from __future__ import annotations
 
@@ -64,9 +66,11 @@ def _action_dict(a: Action) -> dict[str, Any]:
 class RunStore:
     """SQLite store of one run. Open with ``create`` (new run) or ``open`` (read an old one)."""
 
-    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+    def __init__(self, conn: sqlite3.Connection, path: Path, writer: bool = False) -> None:
         self._conn = conn
         self.path = path
+        self._writer = writer
+        self._closed = False
 
     @classmethod
     def create(cls, run_dir: Path) -> RunStore:
@@ -76,7 +80,7 @@ class RunStore:
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.executescript(_SCHEMA)
         conn.commit()
-        return cls(conn, run_dir)
+        return cls(conn, run_dir, writer=True)
 
     @classmethod
     def open(cls, run_dir: Path) -> RunStore:
@@ -133,8 +137,18 @@ class RunStore:
         self._conn.commit()
 
     def close(self) -> None:
-        self._conn.commit()
-        self._conn.close()
+        """Commit and close; the writing store also folds its write-ahead log into ``run.db``
+        and leaves it in rollback-journal mode. Safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._conn.commit()
+            if self._writer:
+                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                self._conn.execute("PRAGMA journal_mode=DELETE")
+        finally:
+            self._conn.close()
 
     def __enter__(self) -> RunStore:
         return self
@@ -157,6 +171,28 @@ class RunStore:
             d["extra"] = json.loads(row[-1])
             out.append(Observation.from_dict(d))
         return out
+
+    def observation_columns(self, extra_key: str) -> dict[str, NDArray[Any]]:
+        """Every observation as columns, in one query: ``time_s``, ``interval_s``,
+        ``instance`` (ids), ``requests``, ``mean_rt_s`` (NaN where none completed) and
+        ``extra`` (``extra[extra_key]`` where no request completed, else NaN). Per-row
+        ``Observation`` objects are too slow for fleets."""
+        rows = self._conn.execute(
+            "SELECT time_s, interval_s, instance_id, requests, mean_rt_seconds,"
+            " CASE WHEN requests = 0 THEN extra END FROM observations"
+        ).fetchall()
+        cols = list(zip(*rows, strict=True)) if rows else [()] * 6
+        extra = [json.loads(x).get(extra_key, np.nan) if x is not None else np.nan for x in cols[5]]
+        return {
+            "time_s": np.asarray(cols[0], dtype=np.float64),
+            "interval_s": np.asarray(cols[1], dtype=np.float64),
+            "instance": np.asarray(cols[2], dtype=object),
+            "requests": np.asarray(cols[3], dtype=np.int64),
+            "mean_rt_s": np.asarray(
+                [np.nan if v is None else v for v in cols[4]], dtype=np.float64
+            ),
+            "extra": np.asarray(extra, dtype=np.float64),
+        }
 
     def interval_aggregates(self, start_s: float, end_s: float) -> dict[str, dict[str, Any]]:
         """Per-instance sums over the observations whose interval midpoint is in

@@ -1,18 +1,13 @@
-"""A request schedule: when each request is sent and what it asks for. Precomputed from the
-scenario seed so the lab can replay it exactly and the simulator can consume the same one."""
+"""A request schedule: when each request is sent and what it asks for. Precomputed from a seed
+so the lab can replay it exactly and the simulator can consume the same one
+(``quell.scenario.schedule`` builds a scenario's)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 from numpy.typing import NDArray
-
-from quell.core.rng import component_rng
-from quell.scenario.model import Scenario
-from quell.workload.arrival import build_arrival
-from quell.workload.sessions import video_schedule
 
 
 @dataclass(frozen=True)
@@ -29,25 +24,19 @@ class RequestSchedule:
     def size_bytes(self) -> NDArray[np.int64]:
         return np.asarray(self.sizes_bytes, dtype=np.int64)[self.path_index]
 
+    def cut(self, max_requests: int) -> RequestSchedule:
+        """The first ``max_requests`` requests."""
+        n = min(len(self), max_requests)
+        return RequestSchedule(self.times_s[:n], self.path_index[:n], self.paths, self.sizes_bytes)
 
-def build_schedule(scenario: Scenario, base_dir: Path = Path(".")) -> RequestSchedule:
-    """The full request schedule of a scenario, cut at ``workload.max_requests``."""
-    wl = scenario.workload
-    if wl.sessions is not None:
-        sched = video_schedule(scenario, base_dir)
-    else:
-        assert wl.requests is not None
-        times = build_arrival(wl.arrival, base_dir).times(
-            scenario.duration_s, component_rng(scenario.seed, "workload/arrivals")
-        )
-        paths = tuple(r.path for r in wl.requests)
-        size_of = {f.path: f.size_bytes for f in scenario.files}
-        weights = np.array([r.weight for r in wl.requests], dtype=np.float64)
-        pick = component_rng(scenario.seed, "workload/paths").choice(
-            len(paths), size=times.size, p=weights / weights.sum()
-        )
-        sched = RequestSchedule(
-            times, pick.astype(np.int32), paths, tuple(size_of[p] for p in paths)
-        )
-    n = min(len(sched), wl.max_requests)
-    return RequestSchedule(sched.times_s[:n], sched.path_index[:n], sched.paths, sched.sizes_bytes)
+
+def mix_schedule(
+    times_s: NDArray[np.float64],
+    paths: tuple[str, ...],
+    weights: NDArray[np.float64],
+    size_of: dict[str, int],
+    rng: np.random.Generator,
+) -> RequestSchedule:
+    """Requests at ``times_s``, each for one of ``paths`` drawn with probabilities ∝ ``weights``."""
+    pick = rng.choice(len(paths), size=times_s.size, p=weights / weights.sum())
+    return RequestSchedule(times_s, pick.astype(np.int32), paths, tuple(size_of[p] for p in paths))

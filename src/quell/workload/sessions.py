@@ -22,10 +22,10 @@ from numpy.typing import NDArray
 
 from quell.core.rng import component_rng
 from quell.workload.arrival import build_arrival
+from quell.workload.schedule import RequestSchedule
 
 if TYPE_CHECKING:
-    from quell.scenario.model import Scenario
-    from quell.workload.schedule import RequestSchedule
+    from quell.workload.spec import ArrivalSpec, SessionSpec
 
 VIDEO_SIZE_SIGMA = 0.5
 """Spread (σ of log size) of video sizes around their mean."""
@@ -80,15 +80,13 @@ def video_chunks(
     return n_chunks, size / n_chunks
 
 
-def video_schedule(scenario: Scenario, base_dir: Path) -> RequestSchedule:
-    from quell.workload.schedule import RequestSchedule
-
-    spec = scenario.workload.sessions
-    assert spec is not None
-    seed = scenario.seed
+def video_schedule(
+    spec: SessionSpec, arrival: ArrivalSpec, duration_s: float, seed: int, base_dir: Path
+) -> RequestSchedule:
+    """Every chunk request of sessions starting by ``arrival`` over ``duration_s``."""
     catalog = seed if spec.catalog_seed is None else spec.catalog_seed
-    starts = build_arrival(scenario.workload.arrival, base_dir).times(
-        scenario.duration_s, component_rng(seed, "workload/sessions")
+    starts = build_arrival(arrival, base_dir).times(
+        duration_s, component_rng(seed, "workload/sessions")
     )
     n_chunks, chunk_bytes = video_chunks(
         spec.videos,
@@ -106,7 +104,7 @@ def video_schedule(scenario: Scenario, base_dir: Path) -> RequestSchedule:
     paced = np.maximum(chunk - spec.prefetch_chunks + 1, 0)
     times = session_start + paced * spec.chunk_seconds
     vid = np.repeat(video, per_session)
-    keep = times < scenario.duration_s
+    keep = times < duration_s
     times, vid, chunk = times[keep], vid[keep], chunk[keep]
     order = np.argsort(times, kind="stable")
     times, vid, chunk = times[order], vid[order], chunk[order]

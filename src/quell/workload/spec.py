@@ -4,31 +4,29 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from quell.core.schema import StrictModel
 
 Rate = Annotated[float, Field(gt=0, le=10_000_000)]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-
-class PoissonSpec(_Strict):
+class PoissonSpec(StrictModel):
     process: Literal["poisson"]
     rate_rps: Rate
 
 
-class DeterministicSpec(_Strict):
+class DeterministicSpec(StrictModel):
     process: Literal["deterministic"]
     rate_rps: Rate
 
 
-class RateStep(_Strict):
+class RateStep(StrictModel):
     at_s: Annotated[float, Field(ge=0)]
     rate_rps: Annotated[float, Field(ge=0, le=10_000_000)]
 
 
-class ScheduleSpec(_Strict):
+class ScheduleSpec(StrictModel):
     """Poisson arrivals whose rate follows steps, or ramps linearly between the points."""
 
     process: Literal["schedule"]
@@ -36,7 +34,7 @@ class ScheduleSpec(_Strict):
     shape: Literal["steps", "ramp"] = "steps"
 
 
-class Mmpp2Spec(_Strict):
+class Mmpp2Spec(StrictModel):
     """Two-state Markov-modulated Poisson process fitted to a mean rate and index of dispersion."""
 
     process: Literal["mmpp2"]
@@ -46,7 +44,7 @@ class Mmpp2Spec(_Strict):
     burst_fraction: Annotated[float, Field(gt=0, lt=1)] = 0.1
 
 
-class TraceSpec(_Strict):
+class TraceSpec(StrictModel):
     """Replay arrival times (seconds, one per line) from a file, relative to the scenario file."""
 
     process: Literal["trace"]
@@ -60,7 +58,7 @@ ArrivalSpec = Annotated[
 ]
 
 
-class SessionSpec(_Strict):
+class SessionSpec(StrictModel):
     """PRIMA's video-streaming sessions (Table I): sessions arrive by ``arrival``; each requests
     chunks of one Zipf-popular video, the first ``prefetch_chunks`` at once, then one per
     ``chunk_seconds``."""

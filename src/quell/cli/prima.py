@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
-from rich.progress import Progress
 
-from quell.prima.profile import MAX_REPETITIONS, CellRunner, Profiler, ProfileSpec
-from quell.scenario.model import Scenario
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
+    from quell.studies.prima.profile import Profiler, ProfileSpec
+
+MAX_REPETITIONS = 20
+"""``quell.studies.prima.profile.MAX_REPETITIONS``, spelled out so ``--help`` loads nothing."""
 
 prima_app = typer.Typer(help="PRIMA: probe training, model building and validation.")
 
@@ -32,33 +36,6 @@ RepsOpt = Annotated[
 ]
 
 
-def _runner(env: Literal["lab", "sim"], out_dir: Path) -> CellRunner:
-
-    def lab(scenario: Scenario, path: Path) -> Path:
-        from quell.lab.runner import run_lab
-
-        runs = out_dir / "runs" / path.stem
-        run_lab(scenario, path, runs)
-        return max(runs.iterdir(), key=lambda p: p.stat().st_mtime)
-
-    def sim(scenario: Scenario, path: Path) -> Path:
-        from quell.experiment import new_run_dir, prepare_run_dir, run_scenario
-        from quell.policy import build_policy
-        from quell.sim.environment import SimEnvironment
-
-        env_ = SimEnvironment(scenario, base_dir=path.parent)
-        run_dir = new_run_dir(out_dir / "runs" / path.stem, scenario, "sim")
-        store = prepare_run_dir(run_dir, scenario, path, "sim")
-        try:
-            run_scenario(scenario, env_, build_policy(scenario.policy, scenario), store)
-        finally:
-            env_.close()
-            store.close()
-        return run_dir
-
-    return lab if env == "lab" else sim
-
-
 def _env(spec_env: Literal["lab", "sim"], given: str | None) -> Literal["lab", "sim"]:
     from quell.errors import InputError, Problem
 
@@ -76,9 +53,15 @@ def _with_repetitions(spec: ProfileSpec, repetitions: int | None) -> ProfileSpec
 
 
 def _progress() -> Progress:
-    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
-    from quell.cli import err_console
+    from quell.cli.console import err_console
 
     return Progress(
         TextColumn("[bold]{task.fields[what]:<44}"),
@@ -91,7 +74,7 @@ def _progress() -> Progress:
 
 def _print_noise(who: str, rt_pct: object, sf_pct: object, how: str) -> None:
     """One line with the noise floor in RT and SF (``prima.validate.noise_floor_pct``)."""
-    from quell.cli import out_console
+    from quell.cli.console import out_console
 
     if not (isinstance(rt_pct, float) or isinstance(sf_pct, float)):
         return
@@ -103,7 +86,7 @@ def _print_noise(who: str, rt_pct: object, sf_pct: object, how: str) -> None:
 def _steal_report(profiler: Profiler) -> dict[str, object]:
     """Print, when any, the runs measured again for the machine's own CPU steal; returns the
     same for ``--json``."""
-    from quell.cli import out_console
+    from quell.cli.console import out_console
 
     bound = profiler.spec.max_steal_pct
     if profiler.remeasured:
@@ -135,15 +118,15 @@ def profile(
     already in OUT/cells.jsonl are not measured again."""
     from rich.table import Table
 
-    from quell.cli import out_console
-    from quell.prima.profile import Profiler, load_profile_spec
-    from quell.prima.validate import scatter
+    from quell.cli.console import out_console
+    from quell.studies.prima.profile import Profiler, cell_runner, load_profile_spec
+    from quell.studies.prima.validate import scatter
 
     spec, base = load_profile_spec(spec_path)
     spec = _with_repetitions(spec, repetitions)
     environment = _env(spec.environment, env)
     spec = spec.model_copy(update={"environment": environment})
-    profiler = Profiler(spec, base, out, _runner(environment, out))
+    profiler = Profiler(spec, base, out, cell_runner(environment, out))
     with _progress() as bar:
         task = bar.add_task("profile", total=profiler.planned(), what="starting")
 
@@ -202,11 +185,11 @@ def validate_cmd(
     """Measure the spec's held-out points and compare them with RTM and IM (like Table II)."""
     from rich.table import Table
 
-    from quell.cli import out_console
+    from quell.cli.console import out_console
     from quell.errors import InputError, Problem
-    from quell.prima.bundle import load_bundle
-    from quell.prima.profile import Profiler, load_profile_spec
-    from quell.prima.validate import summary, validate
+    from quell.models.bundle import load_bundle
+    from quell.studies.prima.profile import Profiler, cell_runner, load_profile_spec
+    from quell.studies.prima.validate import summary, validate
 
     spec, base = load_profile_spec(spec_path)
     spec = _with_repetitions(spec, repetitions)
@@ -214,7 +197,7 @@ def validate_cmd(
     if not spec.holdout:
         raise InputError(str(spec_path), [Problem("holdout", "no held-out points to measure")])
     environment = _env(spec.environment, env)
-    profiler = Profiler(spec, base, out, _runner(environment, out))
+    profiler = Profiler(spec, base, out, cell_runner(environment, out))
     with _progress() as bar:
         planned = len(spec.holdout) * spec.repetitions
         task = bar.add_task("validate", total=planned, what="starting")
@@ -262,8 +245,8 @@ def validate_cmd(
 @prima_app.command("show")
 def show(bundle_path: Annotated[Path, typer.Argument(help="Model bundle.")]) -> None:
     """Print what a bundle was built on and its measured ranges."""
-    from quell.cli import out_console
-    from quell.prima.bundle import load_bundle
+    from quell.cli.console import out_console
+    from quell.models.bundle import load_bundle
 
     b = load_bundle(bundle_path)
     m = b.meta
@@ -304,7 +287,7 @@ def results(
 ) -> None:
     """Write the results page (docs/results/prima.md) from measured runs: those in --data,
     then those named one by one."""
-    from quell.cli import err_console
+    from quell.cli.console import say
     from quell.report.prima_results import ResultFiles, data_files, render
 
     files = data_files(data) if data is not None else ResultFiles()
@@ -316,4 +299,4 @@ def results(
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
-    err_console.print(f"written {out}")
+    say(f"written {out}")

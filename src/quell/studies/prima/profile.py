@@ -25,12 +25,13 @@ from typing import Annotated, Literal
 
 import numpy as np
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from quell.core.observation import STEAL_SUSPECT_PCT
+from quell.core.schema import StrictModel
 from quell.errors import InputError, Problem
-from quell.experiment import least_stolen
-from quell.prima.bundle import BundleMeta, ModelBundle, build_bundle
+from quell.experiment.run import least_stolen
+from quell.models.bundle import BundleMeta, ModelBundle, build_bundle
 from quell.probe.severity import probe_samples, severity_factor
 from quell.probe.table import ProbeTable, TrainingLevel
 from quell.scenario import load_scenario
@@ -40,27 +41,39 @@ from quell.workload.spec import PoissonSpec
 
 CellRunner = Callable[[Scenario, Path], Path]
 """Runs a derived scenario written at the given path; returns the run directory."""
+
+
+def cell_runner(env: Literal["lab", "sim"], out_dir: Path) -> CellRunner:
+    """Runs each cell in the lab or the simulator, into ``out_dir/runs/<cell>/``."""
+
+    def run(scenario: Scenario, path: Path) -> Path:
+        from quell.experiment.lab import run_lab
+        from quell.experiment.sim import run_sim
+
+        runs = out_dir / "runs" / path.stem
+        summary = (run_lab if env == "lab" else run_sim)(scenario, path, runs)
+        return Path(summary["run_dir"])
+
+    return run
+
+
 ProgressFn = Callable[[int, int, str], None]
 """(cells done, cells in all, what runs now)."""
 MAX_REPETITIONS = 20
 """The most runs pooled per model cell or held-out point."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-
-class Point(_Strict):
+class Point(StrictModel):
     util_pct: Annotated[float, Field(gt=0, lt=100)]
     interference_mbit: Annotated[float, Field(ge=0)]
 
 
-class Training(_Strict):
+class Training(StrictModel):
     max_repetitions: Annotated[int, Field(ge=1, le=50)] = 5
     rel_width: Annotated[float, Field(gt=0, lt=1)] = 0.05
 
 
-class ProfileSpec(_Strict):
+class ProfileSpec(StrictModel):
     """What ``quell prima profile`` measures (a YAML file)."""
 
     name: Annotated[str, Field(min_length=1, max_length=80)]

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from quell.prima.bundle import ModelBundle
-from quell.prima.profile import MeasuredPoint
+from quell.models.bundle import ModelBundle
+from quell.studies.prima.profile import MeasuredPoint
 
 SF_RATIO_MIN = 0.1
 """Below this SF a relative SF error or scatter means nothing (below the IM's knee a zero SF

@@ -1,4 +1,4 @@
-"""``quell lab run``: check, bring up, run, report, and always tear down."""
+"""A lab run: check, bring up, run, report, and always tear down."""
 
 from __future__ import annotations
 
@@ -14,12 +14,18 @@ from types import FrameType
 from typing import Any
 
 from quell.errors import ComponentError
-from quell.experiment import ProgressFn, new_run_dir, prepare_run_dir, run_scenario
+from quell.experiment.run import (
+    ProgressFn,
+    new_run_dir,
+    no_progress,
+    prepare_run_dir,
+    run_scenario,
+)
 from quell.lab.environment import LabEnvironment
 from quell.lab.preflight import preflight
-from quell.policy import build_policy
 from quell.report.summary import summarize
 from quell.scenario.model import Scenario
+from quell.scenario.policy import build_policy
 from quell.signals.cgroup import detect_layout
 
 log = logging.getLogger(__name__)
@@ -48,11 +54,6 @@ def raise_fd_limit(wanted: int = 65536) -> None:
     target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
     if soft < target:
         resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-
-
-@contextlib.contextmanager
-def no_progress() -> Iterator[ProgressFn]:
-    yield lambda done, phase: None
 
 
 def run_lab(

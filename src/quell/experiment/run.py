@@ -1,20 +1,22 @@
 """Run a scenario against any Environment: the same code drives the lab and the simulator.
 
-Creates the run directory, records every snapshot, decision and event as it happens, shows
-progress, and writes the phase summary at the end."""
+Creates the run directory, fires the scenario's timed events on environments that can stage
+them, records every snapshot, decision and event as it happens, shows progress, and writes the
+phase summary at the end."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from quell.core.action import Decision
 from quell.core.environment import Environment, Policy
-from quell.core.loop import ControlLoop, LoopReport
+from quell.core.loop import ControlLoop, LoopReport, TimedCall
 from quell.core.observation import Snapshot
 from quell.report.summary import summarize
 from quell.scenario.model import Event, Scenario
@@ -22,6 +24,13 @@ from quell.store.run import RequestRecord, RunStore
 
 ProgressFn = Callable[[float, str], None]
 """Called with (seconds of the run done, current phase name)."""
+
+
+@contextlib.contextmanager
+def no_progress() -> Iterator[ProgressFn]:
+    """A progress display that shows nothing."""
+    yield lambda done, phase: None
+
 
 T = TypeVar("T")
 
@@ -54,6 +63,52 @@ class RequestSource(Protocol):
     """An environment that also yields client-side per-request records."""
 
     def take_requests(self) -> list[RequestRecord]: ...
+
+
+@runtime_checkable
+class Staged(Protocol):
+    """An environment that can stage a scenario's timed events (start and stop neighbours)."""
+
+    def trigger(self, event: Event) -> None: ...
+
+
+def event_calls(
+    events: Sequence[Event], environment: Environment, on_event: Callable[[Event], None]
+) -> list[TimedCall]:
+    """The scenario's events as the control loop's timed calls: each triggers ``environment``
+    (when it can stage events), then ``on_event``."""
+
+    def call(ev: Event) -> Callable[[], None]:
+        def fire() -> None:
+            if isinstance(environment, Staged):
+                environment.trigger(ev)
+            on_event(ev)
+
+        return fire
+
+    return [(ev.at_s, call(ev)) for ev in events]
+
+
+def scenario_loop(
+    scenario: Scenario,
+    environment: Environment,
+    policy: Policy,
+    on_snapshot: Callable[[Snapshot], None] = lambda s: None,
+    on_decision: Callable[[float, Decision], None] = lambda t, d: None,
+    on_event: Callable[[Event], None] = lambda e: None,
+    on_cycle_error: Callable[[float, str], None] = lambda t, msg: None,
+) -> ControlLoop:
+    """The control loop of ``scenario``: its interval and duration, its events on time."""
+    return ControlLoop(
+        environment,
+        policy,
+        scenario.interval_s,
+        scenario.duration_s,
+        timed=event_calls(scenario.events, environment, on_event),
+        on_snapshot=on_snapshot,
+        on_decision=on_decision,
+        on_cycle_error=on_cycle_error,
+    )
 
 
 def unique_run_dir(root: Path, label: str) -> Path:
@@ -119,12 +174,10 @@ def run_scenario(
     def on_error(t: float, msg: str) -> None:
         store.add_event(t, "cycle_error", message=msg)
 
-    loop = ControlLoop(
+    loop = scenario_loop(
+        scenario,
         environment,
         policy,
-        scenario.interval_s,
-        scenario.duration_s,
-        events=scenario.events,
         on_snapshot=on_snapshot,
         on_decision=on_decision,
         on_event=on_event,

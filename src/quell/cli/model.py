@@ -63,7 +63,7 @@ def _print_prediction(doc: dict[str, Any]) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from quell.cli import out_console
+    from quell.cli.console import out_console
 
     m = doc["model"]
     table = Table(
@@ -173,8 +173,10 @@ def measure(
 ) -> None:
     """Measure a static server at increasing rates with soft interrupts on one core, then
     spread over all (root; a few minutes; leaves nothing running)."""
-    from quell.cli import err_console, out_console, progress_bar
-    from quell.lab.multicore import CONFIGS, MeasurePlan, run_measurement
+    from rich.markup import escape
+
+    from quell.cli.console import out_console, progress_bar, say
+    from quell.studies.multicore.measure import CONFIGS, MeasurePlan, run_measurement
 
     defaults = MeasurePlan()
     plan = MeasurePlan(
@@ -185,8 +187,8 @@ def measure(
         configs=tuple(config) if config else CONFIGS,
     )
     run_dir = run_measurement(plan, runs_dir, lambda: progress_bar(plan.total_s, "multicore"))
-    err_console.print(f"measured into {run_dir}")
-    out_console.print(f"next: quell model multicore fit {run_dir}")
+    say(f"measured into {run_dir}")
+    out_console.print(f"next: quell model multicore fit {escape(str(run_dir))}")
     if as_json:
         sys.stdout.flush()
         print(json.dumps({"run_dir": str(run_dir)}))
@@ -206,8 +208,8 @@ def fit(
     from rich.markup import escape
     from rich.table import Table
 
-    from quell.cli import err_console, out_console
-    from quell.models.multicore_report import error_rows, fit_document, fit_run, write_report
+    from quell.cli.console import out_console, say
+    from quell.studies.multicore.report import error_rows, fit_document, fit_run, write_report
 
     est, results, _ = fit_run(run_dir, fit_config, _discipline(discipline))
     doc = fit_document(est, results)
@@ -226,7 +228,7 @@ def fit(
     for row in rows[1:]:
         table.add_row(*row)
     out_console.print(table)
-    err_console.print(f"report written to {out}")
+    say(f"report written to {out}")
     if as_json:
         sys.stdout.flush()
         print(json.dumps(doc, separators=(",", ":")))

@@ -12,8 +12,9 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from quell.core.schema import validation_problems
 from quell.errors import InputError, Problem
-from quell.prima.model import CapacityModel, InterferenceModel, ResponseTimeModel
+from quell.models.capacity import CapacityModel, InterferenceModel, ResponseTimeModel
 from quell.probe.table import ProbeTable
 
 FORMAT: Final = "quell.prima.bundle"
@@ -24,11 +25,14 @@ READABLE: Final = (1, 2)
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 
 
-class _Strict(BaseModel):
+class _JsonModel(BaseModel):
+    """Unknown keys refused, values frozen; not strict, since JSON has no tuples or ints apart
+    from floats."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class BundleMeta(_Strict):
+class BundleMeta(_JsonModel):
     workload: Annotated[str, Field(min_length=1)]
     """What the service was loaded with (e.g. ``file-100k``, ``video``); a bundle is only valid
     for the workload it was built on."""
@@ -42,7 +46,7 @@ class BundleMeta(_Strict):
     """Where the measurements came from (a profile directory)."""
 
 
-class ProbeTableData(_Strict):
+class ProbeTableData(_JsonModel):
     util_pct: Annotated[list[Finite], Field(min_length=2)]
     r_iso_s: Annotated[
         list[Annotated[float, Field(gt=0, allow_inf_nan=False)]], Field(min_length=2)
@@ -62,7 +66,7 @@ class ProbeTableData(_Strict):
         return self
 
 
-class BundleData(_Strict):
+class BundleData(_JsonModel):
     format: Literal["quell.prima.bundle"]
     version: Literal[1, 2]
     meta: BundleMeta
@@ -130,17 +134,6 @@ def save_bundle(data: BundleData, path: Path) -> None:
     tmp.replace(path)
 
 
-def _problems(err: ValidationError) -> list[Problem]:
-    out = []
-    for e in err.errors():
-        loc = ".".join(str(x) for x in e["loc"])
-        msg = {"missing": "required key is missing", "extra_forbidden": "unknown key"}.get(
-            e["type"], e["msg"]
-        )
-        out.append(Problem(loc, msg))
-    return out
-
-
 def _fit(data: BundleData, source: str) -> ModelBundle:
     rtm_u, rtm_s, rtm_r = zip(*data.rtm_points, strict=True)
     im_cols = list(zip(*data.im_points, strict=True))
@@ -194,7 +187,7 @@ def load_bundle(path: Path, workload: str | None = None) -> ModelBundle:
     try:
         data = BundleData.model_validate(raw)
     except ValidationError as err:
-        raise InputError(source, _problems(err)) from None
+        raise InputError(source, validation_problems(err)) from None
     if workload is not None and data.meta.workload != workload:
         raise InputError(
             source,

@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 
 from quell.errors import InputError, Problem
-from quell.lab.multicore import PLAN_FILE, read_points
 from quell.models.multicore import Discipline, MulticoreModel, Prediction
 from quell.models.multicore_fit import MulticoreEstimator, RatePoint
+from quell.studies.multicore.measure import PLAN_FILE, read_points
 
 SATURATED = 0.9
 """A point whose throughput is below this share of its offered rate is past the knee; the μ2
@@ -178,7 +178,7 @@ def write_report(
 ) -> Path:
     from matplotlib.figure import Figure
 
-    from quell.report.plots import _save
+    from quell.report.plots import save_figure
 
     out = run_dir / "report"
     out.mkdir(exist_ok=True)
@@ -225,7 +225,7 @@ def write_report(
     )
     ax_rt.legend(fontsize=8)
     png = out / "multicore.png"
-    _save(fig, png)
+    save_figure(fig, png)
     f = doc["fit"]
     rows = error_rows(results)
     head = "".join(f"<th>{escape(c)}</th>" for c in rows[0])

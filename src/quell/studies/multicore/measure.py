@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from quell.errors import ComponentError, InputError, PrerequisiteError, Problem
-from quell.experiment import unique_run_dir
+from quell.experiment.run import unique_run_dir
 from quell.lab.network import Topology, netns_pids
 from quell.lab.process import Managed, Placement, Supervisor, run_checked
 from quell.lab.servers import write_docroot
@@ -471,7 +471,7 @@ def run_measurement(
 ) -> Path:
     """Measure every configuration at every rate; returns the run directory. Always tears
     down, also on SIGTERM/SIGHUP (through ``terminate_on_signals``)."""
-    from quell.lab.runner import raise_fd_limit, terminate_on_signals
+    from quell.experiment.lab import raise_fd_limit, terminate_on_signals
 
     preflight(plan)
     raise_fd_limit()

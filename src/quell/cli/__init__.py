@@ -1,0 +1,43 @@
+"""The ``quell`` command line: one module per command group, the console in ``console``.
+
+Bad input exits 2 with a message naming the problem, never a traceback; results go to stdout
+(a JSON document as the last line with ``--json``), progress and diagnostics to stderr. Nothing
+outside this package imports it."""
+
+from __future__ import annotations
+
+import logging
+
+import typer
+
+from quell.cli.console import error, say
+from quell.cli.lab import lab_app
+from quell.cli.model import model_app
+from quell.cli.prima import prima_app
+from quell.cli.scenario import scenario_app
+from quell.cli.sim import sim_app
+from quell.errors import QuellError
+
+app = typer.Typer(
+    help="See, explain and beat performance interference from co-located tenants.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(lab_app, name="lab", no_args_is_help=True)
+app.add_typer(scenario_app, name="scenario", no_args_is_help=True)
+app.add_typer(sim_app, name="sim", no_args_is_help=True)
+app.add_typer(prima_app, name="prima", no_args_is_help=True)
+app.add_typer(model_app, name="model", no_args_is_help=True)
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        app()
+    except QuellError as exc:
+        error(str(exc))
+        raise SystemExit(exc.exit_code) from None
+    except KeyboardInterrupt:
+        say("interrupted")
+        raise SystemExit(130) from None

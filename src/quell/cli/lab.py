@@ -1,0 +1,119 @@
+"""``quell lab``: run scenarios on this machine with real servers, HAProxy, load and neighbours."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from quell.cli.options import JsonOpt, RunDirArg, RunsDirOpt, ScenarioArg
+
+lab_app = typer.Typer(help="Run scenarios on this machine with real servers, HAProxy and load.")
+
+STEAL_SUSPECT_PCT = 0.5
+"""``quell.core.observation.STEAL_SUSPECT_PCT``, spelled out so ``--help`` loads nothing."""
+
+
+@lab_app.command("run")
+def lab_run(
+    path: ScenarioArg,
+    as_json: JsonOpt = False,
+    runs_dir: RunsDirOpt = Path("runs"),
+) -> None:
+    """Run a scenario in the lab: real servers in namespaces and cgroups, HAProxy, load, antagonists."""
+    from quell.cli.console import emit_summary, progress_bar
+    from quell.experiment.lab import run_lab
+    from quell.scenario import load_scenario
+
+    scenario = load_scenario(path)
+    summary = run_lab(
+        scenario, path, runs_dir, lambda: progress_bar(scenario.duration_s, scenario.name)
+    )
+    emit_summary(summary, as_json)
+
+
+@lab_app.command("compare")
+def lab_compare(
+    path: ScenarioArg,
+    as_json: JsonOpt = False,
+    runs_dir: RunsDirOpt = Path("runs"),
+    max_steal_pct: Annotated[
+        float,
+        typer.Option(
+            "--max-steal-pct",
+            min=0.0,
+            max=100.0,
+            help="Run a policy again when the machine's CPU steal averaged over this (percent) "
+            "in one of its settled windows.",
+        ),
+    ] = STEAL_SUSPECT_PCT,
+    attempts: Annotated[
+        int,
+        typer.Option(
+            "--attempts",
+            min=1,
+            max=5,
+            help="Runs of one policy at most; past them the least stolen run is kept.",
+        ),
+    ] = 2,
+) -> None:
+    """Run the scenario once per policy (its ``policy`` then each of ``compare``) and print
+    them side by side; each run gets its own directory and HTML report. A run the machine's
+    own CPU steal spoiled is run again (``--attempts``) and kept on disk."""
+    from quell.cli.console import emit_json, out_console, progress_bar, say
+    from quell.experiment.compare import compare_in_lab
+    from quell.report.compare import compare_table
+    from quell.scenario import load_scenario
+
+    scenario = load_scenario(path)
+
+    def refused(key: str, run_dir: Path) -> None:
+        say(
+            f"{key}: the machine's CPU steal averaged over {max_steal_pct:g} % in a settled "
+            f"window of {run_dir}; kept there, and run again if attempts remain",
+            style="yellow",
+        )
+
+    result, out = compare_in_lab(
+        scenario,
+        path,
+        runs_dir,
+        max_steal_pct,
+        attempts,
+        progress=functools.partial(progress_bar, scenario.duration_s),
+        on_refused=refused,
+    )
+    compare_table(result, out_console, max_steal_pct)
+    say(f"comparison written to {out}")
+    if as_json:
+        emit_json(result)
+
+
+@lab_app.command("report")
+def lab_report(run_dir: RunDirArg, as_json: JsonOpt = False) -> None:
+    """Print a table per phase and write PNG plots and an HTML page into RUN_DIR/report."""
+    from quell.cli.console import emit_json, emit_summary, say
+    from quell.report.render import render_report
+
+    summary, out = render_report(run_dir)
+    emit_summary(summary, as_json=False)
+    say(f"report written to {out}")
+    if as_json:
+        emit_json(summary)
+
+
+@lab_app.command("clean")
+def lab_clean() -> None:
+    """Remove what a killed runner left behind: processes, namespaces, cgroups, tc rules."""
+    from rich.markup import escape
+
+    from quell.cli.console import out_console
+    from quell.lab.cleanup import clean_leftovers
+
+    removed = clean_leftovers()
+    if not removed:
+        out_console.print("nothing to clean")
+    for item in removed:
+        out_console.print(f"removed {escape(item)}")

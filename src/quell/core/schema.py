@@ -1,0 +1,47 @@
+"""The base of every file format quell reads (scenarios, workload and service sections,
+profile specs) and the one way their validation errors become ``Problem``s."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from quell.errors import Problem
+
+
+class StrictModel(BaseModel):
+    """Unknown keys are refused, types are not coerced ("1" is not 1), values are frozen."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+def location(loc: tuple[int | str, ...], skip: frozenset[str] = frozenset()) -> str:
+    """A pydantic error location as a dotted key path: ``hosts[1].link_mbit``. Parts in
+    ``skip`` (the tags a discriminated union adds) are left out."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part not in skip:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def validation_problems(
+    err: ValidationError, prefix: str = "", skip: frozenset[str] = frozenset()
+) -> list[Problem]:
+    """Every error of ``err`` as a ``Problem`` at its key path (below ``prefix``), in words:
+    an unknown key, a missing one, or pydantic's own message."""
+    problems = []
+    for e in err.errors():
+        where = location(tuple(e["loc"]), skip)
+        if prefix:
+            where = f"{prefix}.{where}" if where and not where.startswith("[") else prefix + where
+        msg = e["msg"]
+        if e["type"] == "extra_forbidden":
+            msg = "unknown key"
+        elif e["type"] == "missing":
+            msg = "required key is missing"
+        elif e["type"] == "value_error":
+            msg = msg.removeprefix("Value error, ")
+        problems.append(Problem(where, msg))
+    return problems

@@ -1,0 +1,37 @@
+"""The request schedule a scenario asks for: its arrival process over its duration, each
+request for a file of its mix (or its video sessions' chunks), cut at ``workload.max_requests``.
+The lab replays it; the simulator consumes the same one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from quell.core.rng import component_rng
+from quell.scenario.model import Scenario
+from quell.workload.arrival import build_arrival
+from quell.workload.schedule import RequestSchedule, mix_schedule
+from quell.workload.sessions import video_schedule
+
+
+def build_schedule(scenario: Scenario, base_dir: Path = Path(".")) -> RequestSchedule:
+    """The full request schedule of a scenario, cut at ``workload.max_requests``."""
+    wl = scenario.workload
+    if wl.sessions is not None:
+        sched = video_schedule(
+            wl.sessions, wl.arrival, scenario.duration_s, scenario.seed, base_dir
+        )
+    else:
+        assert wl.requests is not None
+        times = build_arrival(wl.arrival, base_dir).times(
+            scenario.duration_s, component_rng(scenario.seed, "workload/arrivals")
+        )
+        sched = mix_schedule(
+            times,
+            tuple(r.path for r in wl.requests),
+            np.array([r.weight for r in wl.requests], dtype=np.float64),
+            {f.path: f.size_bytes for f in scenario.files},
+            component_rng(scenario.seed, "workload/paths"),
+        )
+    return sched.cut(wl.max_requests)
