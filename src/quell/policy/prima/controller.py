@@ -22,7 +22,6 @@ to explain it replaces the probe's (when higher), which lowers the instance's ca
 from __future__ import annotations
 
 import math
-from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Literal, TypeVar, cast
@@ -37,6 +36,7 @@ from quell.models.bundle import ModelBundle, load_bundle
 from quell.models.capacity import CapacityModel
 from quell.policy.context import PolicyContext, parse_params
 from quell.policy.fleet import Fleet
+from quell.policy.hysteresis import MAX_TRIAL_BACKOFF, Trial, Vote
 from quell.policy.weights import proportional_array
 from quell.policy.window import UtilWindow
 from quell.probe.severity import PROBE_KEY, SeverityEstimator
@@ -137,20 +137,22 @@ class PrimaPolicy:
         self._initial = frozenset(ctx.initial_instances)
         wait_in = params.scale_in_wait_intervals
         self._wait_in = params.wait_intervals if wait_in is None else wait_in
-        self._short_votes: deque[bool] = deque(maxlen=2 * params.wait_intervals + 1)
+        self._short_votes = Vote(params.wait_intervals)
         """Whether each of the last 2W + 1 intervals was short of capacity."""
-        self._excess_votes: deque[bool] = deque(
-            maxlen=2 * (self._wait_in + 1) * (1 << MAX_TRIAL_BACKOFF) + 1
-        )
         trial = params.scale_in_trial_intervals
         settle = max(params.sf_window, params.util_window) + 1
-        self._trial_len = settle if trial is None else trial
+        self._trial = Trial(settle if trial is None else trial, params.wait_intervals)
+        """The scale-in trial; its failures since the last removal or scale-out double the
+        wait."""
+        longest = self._trial.wait(self._wait_in, MAX_TRIAL_BACKOFF)
+        self._excess_votes = Vote(self._wait_in, longest)
         self.trial_: tuple[str, ...] = ()
         """Instances at weight 0 while the others try to carry the load without them."""
-        self._trial_runs = 0
-        self._trial_short_runs = 0
-        self.trial_failures_ = 0
+
+    @property
+    def trial_failures_(self) -> int:
         """Failed trials since the last removal or scale-out (each doubles the wait)."""
+        return self._trial.failures_
 
     @classmethod
     def build(cls, params: dict[str, float | int | str | bool], ctx: PolicyContext) -> PrimaPolicy:
@@ -272,23 +274,25 @@ class PrimaPolicy:
     def _act(self, now: _Interval, planned: float, coming: list[str], shortfall: bool) -> Decision:
         """Weights ∝ capacity every interval; scale out after a steady shortfall, or go on to
         see whether fewer instances would do."""
-        self._short_votes.append(shortfall)
-        short_runs = sum(self._short_votes) if shortfall else 0
+        scale_out = self._short_votes.update(shortfall)
         if self.trial_:
             serving = set(now.ids)
             self.trial_ = tuple(i for i in self.trial_ if i in serving)
+            if not self.trial_:  # nothing left on trial
+                self._trial.cancel()
         if not shortfall:
             return self._distribute(now, coming)
-        self._excess_votes.append(False)
+        self._excess_votes.update(False)
         if self.trial_:  # even with the instances on trial back there is too little
-            self._end_trial(failed=True)
+            self._trial.fail()
+            self._end_trial()
         weights = self._weights(now.ids, now.u_max, now.u_int, now.total_u)
         weighting = self._weighting(now.u_max, now.total_u)
-        if short_runs <= self.params.wait_intervals:
+        if not scale_out:
             return Decision(
                 weights,
                 reason=f"{now.state}: waiting "
-                f"({short_runs}/{self.params.wait_intervals + 1}); {weighting}",
+                f"({self._short_votes.count_}/{self.params.wait_intervals + 1}); {weighting}",
                 detail=now.detail,
             )
         return self._scale_out(now.total_u, planned, now.state, weights, weighting, now.detail)
@@ -316,7 +320,7 @@ class PrimaPolicy:
                 detail=detail,
             )
         self._short_votes.clear()
-        self.trial_failures_ = 0
+        self._trial.reset()
         names = ", ".join(
             f"{a.instance_id} on {a.host}"
             + (
@@ -352,11 +356,10 @@ class PrimaPolicy:
         k = min(len(ids), max(k + self.params.safety_instances, self.fleet_.min_instances))
         load_k = total_u if leaving is None else total_u - float(leaving[k - 1])
         excess = k < len(ids) and not coming and self.fleet_.can_remove()
-        self._excess_votes.append(excess)
-        wait = self._scale_in_wait()
-        excess_runs = sum(list(self._excess_votes)[-(2 * wait + 1) :]) if excess else 0
+        wait = self._trial.wait(self._wait_in)
+        scale_in = self._excess_votes.update(excess, wait)
         weighting = self._weighting(u_max, total_u)
-        if not (excess and excess_runs > wait):
+        if not scale_in:
             detail["kept"] = ids
             detail["removed"] = []
             self._watch(ids, total_u, u_max, u_int)
@@ -365,17 +368,17 @@ class PrimaPolicy:
                 return Decision(
                     weights,
                     reason=f"{state}: {k} instance(s) would do, waiting "
-                    f"({excess_runs}/{wait + 1}); {weighting}",
+                    f"({self._excess_votes.count_}/{wait + 1}); {weighting}",
                     detail=detail,
                 )
             return Decision(weights, reason=f"{state}: {weighting}", detail=detail)
         self._excess_votes.clear()
         drop = [ids[j] for j in order[k:].tolist()]
         detail["scale_in_load_pct"] = load_k
-        if self._trial_len == 0:
+        if self._trial.length == 0:
             return self._remove(ids, total_u, u_max, u_int, drop, detail, load_u=load_k)
         self.trial_ = tuple(drop)
-        self._trial_runs = self._trial_short_runs = 0
+        self._trial.start()
         keep_mask, keep = _without(ids, drop)
         cap_keep = float(u_max[keep_mask].sum())
         detail["kept"] = keep
@@ -386,7 +389,7 @@ class PrimaPolicy:
             self._trial_weights(ids, keep_mask, u_max, u_int, total_u),
             reason=f"{state}: {k} instance(s) with ΣU_max={cap_keep:.1f}% would do"
             f"{self._without_probes(total_u, load_k)}: trying them without {_names(drop)} "
-            f"(weight 0) for {self._trial_len} interval(s) before removing",
+            f"(weight 0) for {self._trial.length} interval(s) before removing",
             detail=detail,
         )
 
@@ -404,16 +407,12 @@ class PrimaPolicy:
         demand = kept_u * (1.0 + self.params.safety_factor)
         short = demand > cap_keep
         spare = demand * (1.0 + self.params.scale_in_headroom) <= cap_keep
-        self._trial_runs += 1
-        self._trial_short_runs = self._trial_short_runs + 1 if short else 0
+        step = self._trial.step(short, spare)
         detail["on_trial"] = list(self.trial_)
         kept = f"ΣU_max={cap_keep:.1f}% of the {len(keep)} kept"
-        done = self._trial_runs >= self._trial_len
-        if self._trial_short_runs > self.params.wait_intervals or (
-            done and not short and not spare
-        ):
+        if step == "failed":
             drop = list(self.trial_)
-            self._end_trial(failed=True)
+            self._end_trial()
             why = "fell short of" if short else f"carry without {self._headroom()} to spare"
             detail["kept"] = ids
             detail["removed"] = []
@@ -421,11 +420,11 @@ class PrimaPolicy:
             return Decision(
                 self._weights(ids, u_max, u_int, total_u),
                 reason=f"{state}; {kept} {why} their U={kept_u:.1f}%: trial failed, "
-                f"{_names(drop)} back in; next try after {self._scale_in_wait() + 1} "
+                f"{_names(drop)} back in; next try after {self._trial.wait(self._wait_in) + 1} "
                 f"interval(s) over; {self._weighting(u_max, total_u)}",
                 detail=detail,
             )
-        if done and spare:
+        if step == "passed":
             drop = list(self.trial_)
             self.trial_ = ()
             return self._remove(ids, total_u, u_max, u_int, drop, detail, trial_u=kept_u)
@@ -435,21 +434,15 @@ class PrimaPolicy:
         return Decision(
             self._trial_weights(ids, keep_mask, u_max, u_int, total_u),
             reason=f"{state}; trying {len(keep)} instance(s) without {_names(list(self.trial_))} "
-            f"({self._trial_runs}/{self._trial_len}): {kept} "
+            f"({self._trial.runs_}/{self._trial.length}): {kept} "
             f"{'fall short of' if short else 'carry'} their U={kept_u:.1f}%",
             detail=detail,
         )
 
-    def _end_trial(self, failed: bool) -> None:
+    def _end_trial(self) -> None:
+        """All instances back in after a failed trial; the excess must show afresh."""
         self.trial_ = ()
         self._excess_votes.clear()
-        self._trial_runs = self._trial_short_runs = 0
-        if failed:
-            self.trial_failures_ = min(self.trial_failures_ + 1, MAX_TRIAL_BACKOFF)
-
-    def _scale_in_wait(self) -> int:
-        """Further intervals an excess must persist before scale-in (doubled per failed trial)."""
-        return (self._wait_in + 1) * (1 << self.trial_failures_) - 1
 
     def _remove(
         self,
@@ -479,7 +472,7 @@ class PrimaPolicy:
                 actions.append(SetWeight(iid, 0))
                 actions.append(self.fleet_.remove(iid))
                 removed.append(iid)
-        self.trial_failures_ = 0
+        self._trial.reset()
         cap_keep = float(u_max[keep_mask].sum())
         detail["kept"] = keep
         detail["removed"] = removed
@@ -692,10 +685,6 @@ def _without(ids: list[str], drop: Sequence[str]) -> tuple[NDArray[np.bool_], li
     gone = set(drop)
     mask = np.fromiter((i not in gone for i in ids), dtype=bool, count=len(ids))
     return mask, [i for i in ids if i not in gone]
-
-
-MAX_TRIAL_BACKOFF = 4
-"""Failed scale-in trials double the wait up to 2**this times."""
 
 
 def _names(ids: list[str], shown: int = 5) -> str:
