@@ -1,0 +1,62 @@
+"""PRIMA's parameters, as a scenario's ``policy.params`` gives them."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class PrimaParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    model: Annotated[str, Field(min_length=1)]
+    """Path of the model bundle (relative to the scenario file)."""
+    workload: str | None = None
+    """If set, the bundle must have been built for this workload."""
+    wait_intervals: Annotated[int, Field(ge=0, le=100)] = 1
+    """W: scale out when a shortfall shows now and in W + 1 of the last 2W + 1 intervals (a
+    steady one after W further intervals; one that noise interrupts is not reset by it)."""
+    scale_in_wait_intervals: Annotated[int, Field(ge=0, le=100)] | None = None
+    """Same for scale-in (default: ``wait_intervals``)."""
+    scale_in_headroom: Annotated[float, Field(ge=0, le=10)] = 0.10
+    """Scale in only to instances whose capacities exceed U × (1 + this): the band between
+    scaling out (U > ΣU_max) and in keeps the controller from flapping."""
+    scale_in_trial_intervals: Annotated[int, Field(ge=0, le=100)] | None = None
+    """Before removing instances, let the ones to be kept carry the load for this many
+    intervals (the others stay up at weight 0), and remove only if the kept ones' capacities,
+    read at their new loads, still carry it; else restore the weights and wait twice as long
+    before trying again. An instance with little load cannot show a neighbour below the IM's
+    knee; a trial shows it before anything is lost. 0: remove at once, as the paper does.
+    Default: the larger of ``sf_window`` and ``util_window``, + 1 (until both read the new
+    load)."""
+    safety_instances: Annotated[int, Field(ge=0, le=1000)] = 0
+    """Extra instances kept beyond what the load needs (the paper's factor of safety)."""
+    safety_factor: Annotated[float, Field(ge=0, le=10)] = 0.0
+    """Plan capacity for U × (1 + this): spare capacity in proportion to the load, so an
+    instance's share stays this much below its U_max and the interval-to-interval swings of
+    its load and response time stay under R_th (the paper's factor of safety, relative)."""
+    overload_split: Literal["capacity", "equal_rt"] = "capacity"
+    """How to weight instances whose capacities do not carry the load (before new ones
+    arrive, or when the fleet cannot grow): ``capacity``, in proportion to the capacities as
+    at any other time (the paper; each instance exceeds its U_max by the same factor, and one
+    without capacity gets nothing); ``equal_rt``, the split that gives every instance the same
+    predicted response time (the worst instance suffers least, but more of them miss R_th)."""
+    sf_window: Annotated[int, Field(ge=1, le=100)] = 3
+    """SF of an instance over its last this many probe samples (1: the last sample)."""
+    sf_estimator: Literal["mean", "median"] = "mean"
+    """How the window's samples make one SF: ``mean``, Eq. 1 on their mean probe time, as the
+    profile reads a model cell; ``median``, the median of their SFs, which one outlying sample
+    moves less but which reads a skewed probe time low (``SeverityEstimator``)."""
+    util_window: Annotated[int, Field(ge=1, le=100)] = 1
+    """U of an instance (and the total load): mean of its last this many intervals' utilisations
+    (1: this interval's, as the paper with its 10 s period). The probe's SF is always read at
+    the interval's own U."""
+    probe_accounting: bool = True
+    """An instance's U includes its own probe (the probe's bytes cross the same link; its share
+    is the scenario's probe size per period over each host's link). Scale-in judges U without
+    the probes of the instances that would leave; a new instance adds its capacity less its
+    probe; requests are weighted by capacity less the probe. False: the measured U and
+    capacities as they are, as the paper does (its probe is 0.08 % of a 1 Gbit/s link)."""
+    calibrate: bool = True
+    calibration_delta: Annotated[float, Field(gt=0, lt=1)] = 0.10
