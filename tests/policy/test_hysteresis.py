@@ -181,7 +181,7 @@ def _walk(chain: ContextChain, verdicts: str) -> list[tuple[ChainState, ChainSta
 def test_three_interference_verdicts_from_ni2_fire_on_entering_i2() -> None:
     """The paper's example: No-interference → Transient → Interference → Interference."""
     chain = ContextChain()
-    assert chain.state_ == "NI2" and chain.config_ == "NI2"
+    assert (chain.state_, chain.config_) == ("NI2", "NI2")
     assert _walk(chain, "I I I") == [("T", None), ("I1", None), ("I2", "I2")]
     assert chain.config_ == "I2"
     assert _walk(chain, "I") == [("I2", None)]  # staying fires nothing

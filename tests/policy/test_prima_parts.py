@@ -166,7 +166,7 @@ def test_a_scale_in_puts_the_instances_not_needed_on_trial(model: CapacityModel)
     )
     # a shortfall ends the trial as failed and doubles the wait
     scale_in.observe(now.ids, shortfall=True)
-    assert scale_in.on_trial_ == () and scale_in.trial_.failures_ == 1
+    assert not scale_in.on_trial_ and scale_in.trial_.failures_ == 1
     assert scale_in.trial_.wait(scale_in.wait_intervals) == 1
 
 
