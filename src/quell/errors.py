@@ -75,3 +75,27 @@ class ActionError(QuellError):
             f"{environment}: {len(self.failed)} of {len(self.failed) + len(self.applied)} "
             f"action(s) not applied\n{lines}"
         )
+
+
+class EnvironmentStateError(QuellError):
+    """An environment was asked for something its state does not allow: to observe or act
+    before its start step (``state`` "not started") or after ``close`` (``state`` "closed")."""
+
+    def __init__(self, environment: str, operation: str, state: str) -> None:
+        self.environment = environment
+        self.operation = operation
+        self.state = state
+        super().__init__(f"{environment}: cannot {operation}: {state}")
+
+
+class ContractError(QuellError):
+    """An Environment broke the contract every Environment keeps (``quell.core.contract``):
+    the check that found it and each thing found wrong, where (which snapshot, instance, field
+    or action) and what."""
+
+    def __init__(self, environment: str, check: str, problems: Sequence[Problem]) -> None:
+        self.environment = environment
+        self.check = check
+        self.problems = list(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"{environment}: {check}: {len(self.problems)} problem(s)\n{lines}")

@@ -57,6 +57,13 @@ class Observation:
         return cls(**kwargs)
 
 
+MAXCONN_KEY = "lb_maxconn"
+"""``Observation.extra`` key: the most connections the load balancer keeps open to the instance
+at once (``SetMaxConn``; HAProxy's ``slim``). Absent when it has no such cap."""
+CPU_CAP_KEY = "cpu_cap_cpus"
+"""``Observation.extra`` key: the CPU time the instance may use per period, in CPUs
+(``SetCpuCap``; its cgroup's quota over period). Absent when it is not capped."""
+
 STEAL_SUSPECT_PCT = 0.5
 """The machine's mean CPU steal, in percent of its CPU time, above which a lab measurement is
 suspect. On a cloud VM, steal (time the hypervisor gives other guests) slows the probe and the
