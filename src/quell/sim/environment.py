@@ -26,9 +26,9 @@ from numpy.typing import NDArray
 
 from quell.core.action import Action, AddInstance, RemoveInstance, SetMaxConn, SetWeight
 from quell.core.clock import VirtualClock
-from quell.core.observation import Observation, Snapshot
+from quell.core.observation import MAXCONN_KEY, Observation, Snapshot
 from quell.core.rng import component_rng
-from quell.errors import ActionError, InputError, Problem
+from quell.errors import ActionError, EnvironmentStateError, InputError, Problem
 from quell.probe.severity import PROBE_COUNT_KEY, PROBE_KEY
 from quell.scenario.model import Event, Fio, Iperf3, Scenario, StressNg
 from quell.scenario.schedule import build_schedule
@@ -110,6 +110,8 @@ class SimEnvironment:
         self._index: dict[str, int] = {}
         self._state: list[int] = []
         self._host_of: list[str] = []
+        self._maxconn: list[int | None] = []
+        """each instance's HAProxy maxconn (None: no cap)"""
         self._capacity: list[float] = []
         self._slow: list[float] = []
         self._cpu: list[float] = []
@@ -170,6 +172,7 @@ class SimEnvironment:
             mode == "auto" and len(self.schedule_) <= AUTO_LOG_MAX_REQUESTS
         )
         self._log: list[Records] = []
+        self._closed = False
 
     # -- building ----------------------------------------------------------------------------
     def _job_cap(self) -> float:
@@ -199,11 +202,10 @@ class SimEnvironment:
             cap = svc.capacity_bytes_per_s
             r = self._new_resource(cap)
         maxconn = maxconn or self.scenario.load_balancer.maxconn_per_server
-        limits = [x for x in (maxconn, svc.workers if svc.discipline == "fcfs" else None) if x]
         i = self.core_.add_instance(
             r,
             weight=weight,
-            concurrency_limit=min(limits) if limits else None,
+            concurrency_limit=self._concurrency_limit(maxconn),
             queue_limit=svc.queue_limit,
             eligible=serving,
         )
@@ -211,6 +213,7 @@ class SimEnvironment:
         self._index[iid] = i
         self._state.append(SERVING if serving else BOOTING)
         self._host_of.append(host)
+        self._maxconn.append(maxconn)
         self._capacity.append(cap)
         self._slow.append(1.0)
         self._cpu.append(self._cpu_factor(host))
@@ -226,6 +229,12 @@ class SimEnvironment:
         if self._cpu[-1] != 1.0:
             self.core_.i_factor_[i] = self._cpu[-1]
         return i
+
+    def _concurrency_limit(self, maxconn: int | None) -> int | None:
+        """Jobs an instance may have in service: its maxconn and, under FCFS, its workers."""
+        svc = self.service_
+        limits = [x for x in (maxconn, svc.workers if svc.discipline == "fcfs" else None) if x]
+        return min(limits) if limits else None
 
     def _start_probes(self, i: int, serving_from_s: float) -> None:
         """Instance i's probes: one per ``probe.period_s`` from ``serving_from_s`` + its phase."""
@@ -356,7 +365,12 @@ class SimEnvironment:
                     self._start_probes(i, ready)
                     del self._booting[i]
 
+    def _refuse_if_closed(self, operation: str) -> None:
+        if self._closed:
+            raise EnvironmentStateError(self.name, operation, "closed")
+
     def observe(self) -> Snapshot:
+        self._refuse_if_closed("observe")
         t = self.clock.now()
         self._advance(t)
         interval = t - self._last_obs_s
@@ -421,7 +435,11 @@ class SimEnvironment:
                 continue
             c = int(counts[i])
             util = 100.0 * work[i] / (self._capacity[i] * interval) if interval > 0 else None
-            extra = {LINK_UTIL_KEY: float(link_util[core.i_res_[i]])}
+            extra: dict[str, float] = {}
+            if np.isfinite(link_util[core.i_res_[i]]):  # NaN: no time passed, nothing measured
+                extra[LINK_UTIL_KEY] = float(link_util[core.i_res_[i]])
+            if (maxconn := self._maxconn[i]) is not None:
+                extra[MAXCONN_KEY] = float(maxconn)
             if probe_n[i] > 0:
                 extra[PROBE_KEY] = float(probe_sum[i] / probe_n[i])
                 extra[PROBE_COUNT_KEY] = float(probe_n[i])
@@ -455,6 +473,7 @@ class SimEnvironment:
 
         Actions may name an instance that is booting (``SetWeight`` sets the weight it will
         start with; ``RemoveInstance`` cancels it) or draining, not one that is gone."""
+        self._refuse_if_closed("apply")
         self._advance(self.clock.now())
         failed: list[tuple[object, str]] = []
         applied: list[object] = []
@@ -491,9 +510,8 @@ class SimEnvironment:
         if isinstance(a, SetWeight):
             self.core_.set_weight(i, float(a.weight))
         elif isinstance(a, SetMaxConn):
-            svc = self.service_
-            limit = min(a.maxconn, svc.workers) if svc.discipline == "fcfs" else a.maxconn
-            self.core_.set_concurrency_limit(i, limit)
+            self._maxconn[i] = a.maxconn or None  # 0 lifts the cap, as in HAProxy
+            self.core_.set_concurrency_limit(i, self._concurrency_limit(self._maxconn[i]))
         elif isinstance(a, RemoveInstance):
             self.core_.set_eligible(i, False)
             self._probe_next[i] = np.inf
@@ -511,6 +529,7 @@ class SimEnvironment:
     def trigger(self, event: Event) -> None:
         """Start/stop antagonists at the event's time: iperf3 shares its host's link, stress-ng
         slows its host's instances; fio has no effect in the model."""
+        self._refuse_if_closed("trigger")
         self._advance(self.clock.now())
         by_id = {a.id: a for a in self.scenario.antagonists}
         touched: set[str] = set()
@@ -566,6 +585,8 @@ class SimEnvironment:
         return out
 
     def close(self) -> None:
+        """Drop what is held; from then on the environment refuses to observe or act."""
+        self._closed = True
         self._pending = []
         self._log = []
 
