@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from quell.lab.environment import probe_readings
+from quell.lab.client_log import probe_readings
 from quell.lab.prober import ProbeRecord
 from quell.probe.severity import PROBE_COUNT_KEY, PROBE_KEY
 

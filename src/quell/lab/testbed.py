@@ -1,0 +1,323 @@
+"""One scenario's components on this machine: the network and its shaped links, the files the
+servers serve, the cgroups, every instance's server and probe server, HAProxy, the load
+generator, the prober and the neighbours. Brought up step by step, torn down whatever
+happened; every process, namespace, cgroup and file carries the run tag."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+from quell.actuate.haproxy import HAProxyRuntime
+from quell.errors import ComponentError
+from quell.lab import antagonists as ants
+from quell.lab.balancer import (
+    FRONTEND_ADDR,
+    FRONTEND_PORT,
+    haproxy_config,
+    wait_for_socket,
+    wait_until_up,
+)
+from quell.lab.cgroups import Group, create_group, enable_v2_controllers, remove_group
+from quell.lab.instance import LabInstance
+from quell.lab.loadgen import write_schedule
+from quell.lab.network import Topology, noise_addr
+from quell.lab.prober import PROBE_PATH, write_targets
+from quell.lab.process import Managed, Placement, Supervisor
+from quell.lab.sampler import LinkReading
+from quell.lab.servers import (
+    PROBE_PORT,
+    probe_server_files,
+    server_files,
+    write_docroot,
+    write_video_docroot,
+)
+from quell.lab.tag import RUNTIME_ROOT, RunTag
+from quell.scenario.model import Event, FileSpec, Fio, Instance, Iperf3, Scenario, StressNg
+from quell.scenario.schedule import build_schedule
+from quell.signals.cgroup import CgroupLayout
+from quell.signals.netns import NETNS_DIR, NetDevReader, open_in_netns
+from quell.workload.schedule import RequestSchedule
+
+StatusFn = Callable[[str], None]
+UPLINK = "uplink"
+
+
+class Testbed:
+    """The components of ``scenario`` on this machine, under the run tag ``tag``."""
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        scenario_dir: Path,
+        run_dir: Path,
+        layout: CgroupLayout,
+        tag: RunTag,
+        runtime_root: Path = RUNTIME_ROOT,
+    ) -> None:
+        self.scenario = scenario
+        self.scenario_dir = scenario_dir
+        self.run_dir = run_dir
+        self.layout = layout
+        self.tag = tag
+        self.work = tag.runtime_dir(runtime_root)
+        self.supervisor = Supervisor(tag, run_dir / "logs")
+        self.topology = Topology(tag)
+        self.groups: list[Group] = []
+        self.antagonists: dict[str, list[Managed]] = {}
+        self.iperf_ports: dict[str, int] = {}
+        self.runtime: HAProxyRuntime | None = None
+        self.loadgen: Managed | None = None
+        self.prober: Managed | None = None
+        self.links: dict[str, NetDevReader] = {}
+        self.targets_file = self.work / "probe-targets.json"
+        self.schedule: RequestSchedule | None = None
+
+    def cpus_for(self, host: str, own: Sequence[int] | None) -> list[int] | None:
+        if own is not None:
+            return list(own)
+        h = self.scenario.host(host)
+        return list(h.cpus) if h.cpus is not None else None
+
+    def _group(self, part: str, cpus: Sequence[int] | None) -> Group:
+        group = create_group(self.layout, self.tag.name(part), cpus)
+        self.groups.append(group)
+        return group
+
+    # -- bring-up, in order ------------------------------------------------------------------
+    def prepare(self, status: StatusFn) -> None:
+        """The run's directory, the network with its shaped links, the files to serve."""
+        s = self.scenario
+        self.work.mkdir(parents=True, exist_ok=True)
+        (self.work / "state.json").write_text(
+            json.dumps({"tag": self.tag.value, "pid": os.getpid(), "run_dir": str(self.run_dir)})
+        )
+        enable_v2_controllers(self.layout)
+        status("network")
+        self.topology.create()
+        for host in s.hosts:
+            self.topology.add_host(host.id, host.link_mbit)
+            if host.link_mbit is not None:
+                fd = open_in_netns(NETNS_DIR / self.topology.host_ns(host.id))
+                self.links[host.id] = NetDevReader(fd)
+        status("files")
+        self.schedule = build_schedule(s, self.scenario_dir)
+        write_docroot(self.work / "www", s.files, s.seed)
+        if s.workload.sessions is not None:
+            # video sessions ask for /v{video}/c{chunk}: serve each chunk the schedule uses
+            sched = self.schedule
+            write_video_docroot(self.work / "www", sched.paths, sched.sizes_bytes, s.seed)
+        if s.probe is not None:
+            probe_file = FileSpec(path=PROBE_PATH, size_bytes=s.probe.size_bytes)
+            write_docroot(self.work / "probe-www", [probe_file], s.seed)
+
+    def start_instance(self, inst: Instance, index: int) -> LabInstance:
+        """The instance's namespace, cgroup, server and (with a probe) probe server."""
+        addr = self.topology.add_instance(inst.id, inst.host, index)
+        cpus = self.cpus_for(inst.host, inst.cpus)
+        group = self._group(f"i-{inst.id}", cpus)
+        files = server_files(self.work / f"i-{inst.id}", self.work / "www", addr, inst)
+        placement = Placement(self.topology.instance_ns(inst.id), group.procs_files, cpus)
+        server = self.supervisor.start(f"server-{inst.id}", files.command, placement)
+        probe_server = None
+        if self.scenario.probe is not None:
+            pfiles = probe_server_files(self.work / f"p-{inst.id}", self.work / "probe-www", addr)
+            probe_server = self.supervisor.start(f"probe-{inst.id}", pfiles.command, placement)
+        maxconn = inst.maxconn or self.scenario.load_balancer.maxconn_per_server
+        return LabInstance(
+            inst,
+            index,
+            addr,
+            group,
+            server,
+            cpus,
+            probe_server,
+            weight=inst.weight,
+            maxconn=maxconn,
+        )
+
+    def start_iperf_servers(self) -> None:
+        """The receiving end of every iperf3 neighbour, in its host's noise namespace."""
+        for ant in self.scenario.antagonists:
+            if isinstance(ant, Iperf3):
+                self._start_iperf_server(ant)
+
+    def _start_iperf_server(self, ant: Iperf3) -> None:
+        port = ants.IPERF_BASE_PORT + len(self.iperf_ports)
+        self.iperf_ports[ant.id] = port
+        j = self.topology.host_index[ant.host]
+        group = self._group(f"a-{ant.id}", self.cpus_for(ant.host, ant.cpus))
+        proc = self.supervisor.start(
+            f"iperf3-server-{ant.id}",
+            ants.iperf3_server_argv(noise_addr(j), port),
+            Placement(
+                self.topology.noise_ns(ant.host),
+                group.procs_files,
+                self.cpus_for(ant.host, ant.cpus),
+            ),
+        )
+        self.antagonists.setdefault(f"{ant.id}/server", []).append(proc)
+
+    def start_haproxy(self, instances: Sequence[LabInstance]) -> HAProxyRuntime:
+        """HAProxy in the client namespace with ``instances`` as its backend, once all are up."""
+        sock = self.work / "haproxy.sock"
+        cfg = self.work / "haproxy.cfg"
+        cfg.write_text(
+            haproxy_config(
+                self.scenario.load_balancer,
+                [i.backend_server() for i in instances],
+                sock,
+                self.scenario.workload.timeout_s,
+            )
+        )
+        proc = self.supervisor.start(
+            "haproxy", ["haproxy", "-db", "-f", str(cfg)], Placement(self.topology.client)
+        )
+        wait_for_socket(sock, proc.alive)
+        self.runtime = HAProxyRuntime(sock)
+        try:
+            wait_until_up(self.runtime, [i.spec.id for i in instances])
+        except ComponentError as exc:
+            tails = {i.spec.id: i.server.log_tail(300) for i in instances if not i.server.alive()}
+            raise ComponentError("haproxy", f"{exc.detail}; exited servers: {tails}") from None
+        return self.runtime
+
+    def write_schedule(self) -> None:
+        """The request schedule, for the load generator to replay."""
+        schedule = self.schedule or build_schedule(self.scenario, self.scenario_dir)
+        sched_file = self.work / "schedule.npz"
+        write_schedule(sched_file, schedule.times_s, schedule.path_index, list(schedule.paths))
+
+    def start_load(self, start_at: float, out: Path) -> None:
+        """The load generator, replaying the schedule from ``start_at`` (monotonic) into ``out``."""
+        s = self.scenario
+        sched_file = self.work / "schedule.npz"
+        self.loadgen = self.supervisor.start(
+            "loadgen",
+            [
+                sys.executable,
+                "-m",
+                "quell.lab.loadgen",
+                "--schedule",
+                str(sched_file),
+                "--out",
+                str(out),
+                "--host",
+                FRONTEND_ADDR,
+                "--port",
+                str(FRONTEND_PORT),
+                "--start-at",
+                repr(start_at),
+                "--duration",
+                repr(s.duration_s),
+                "--timeout",
+                repr(s.workload.timeout_s),
+            ],
+            Placement(self.topology.client, cpus=s.workload.cpus),
+            env={"PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+        )
+
+    def start_prober(self, start_at: float, out: Path) -> None:
+        """The probe client, in the client namespace like the load generator."""
+        s = self.scenario
+        assert s.probe is not None
+        self.prober = self.supervisor.start(
+            "prober",
+            [
+                sys.executable,
+                "-m",
+                "quell.lab.prober",
+                "--targets",
+                str(self.targets_file),
+                "--out",
+                str(out),
+                "--start-at",
+                repr(start_at),
+                "--duration",
+                repr(s.duration_s),
+                "--period",
+                repr(s.probe.period_s),
+                "--timeout",
+                repr(s.workload.timeout_s),
+                "--seed",
+                str(s.seed),
+                "--size",
+                str(s.probe.size_bytes),
+                "--path",
+                PROBE_PATH,
+            ],
+            Placement(self.topology.client, cpus=s.workload.cpus),
+            env={"PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+        )
+
+    # -- while it runs -----------------------------------------------------------------------
+    def write_targets(self, instances: Iterable[LabInstance]) -> None:
+        """The prober's list: the instances in HAProxy (serving or draining)."""
+        if self.scenario.probe is None:
+            return
+        targets = {i.spec.id: (i.addr, PROBE_PORT) for i in instances if i.reported}
+        write_targets(self.targets_file, targets)
+
+    def link_readings(self) -> list[LinkReading]:
+        out = []
+        for host, reader in self.links.items():
+            try:
+                sent = reader.tx_bytes(UPLINK)
+            except ComponentError:
+                sent = None
+            link_mbit = self.scenario.host(host).link_mbit
+            assert link_mbit is not None
+            out.append(LinkReading(host, sent, link_mbit))
+        return out
+
+    def trigger(self, event: Event, now_s: float) -> None:
+        """Stop and start the event's neighbours; those started run until the run's end."""
+        remaining = max(1.0, self.scenario.duration_s - now_s)
+        for ant_id in event.stop:
+            for proc in self.antagonists.pop(ant_id, []):
+                self.supervisor.stop(proc)
+        for ant_id in event.start:
+            ant = next(a for a in self.scenario.antagonists if a.id == ant_id)
+            self.antagonists[ant_id] = self._start_antagonist(ant, remaining)
+
+    def _start_antagonist(self, ant: StressNg | Iperf3 | Fio, timeout_s: float) -> list[Managed]:
+        cpus = self.cpus_for(ant.host, ant.cpus)
+        if isinstance(ant, Iperf3):
+            j = self.topology.host_index[ant.host]
+            argv = ants.iperf3_client_argv(ant, noise_addr(j), self.iperf_ports[ant.id], timeout_s)
+            return [
+                self.supervisor.start(f"iperf3-{ant.id}", argv, Placement(self.topology.client))
+            ]
+        group = self._group(f"a-{ant.id}", cpus)
+        if isinstance(ant, StressNg):
+            argv = ants.stress_ng_argv(ant, timeout_s)
+        else:
+            io_dir = self.work / "io"
+            io_dir.mkdir(exist_ok=True)
+            argv = ants.fio_argv(ant, io_dir, timeout_s)
+        placement = Placement(self.topology.noise_ns(ant.host), group.procs_files, cpus)
+        return [self.supervisor.start(f"{ant.kind}-{ant.id}", argv, placement)]
+
+    # -- teardown ----------------------------------------------------------------------------
+    def teardown(self) -> None:
+        """Stop everything and remove every trace of the run."""
+        errors: list[str] = []
+        self.supervisor.stop_all()
+        for reader in self.links.values():
+            reader.close()  # the descriptors hold the host namespaces
+        self.links.clear()
+        for group in reversed(self.groups):
+            try:
+                remove_group(group)
+            except ComponentError as exc:
+                errors.append(str(exc))
+        errors += self.topology.destroy()
+        with contextlib.suppress(OSError):
+            shutil.rmtree(self.work)
+        if errors:
+            raise ComponentError("teardown", "; ".join(errors))
