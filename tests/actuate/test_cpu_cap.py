@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from quell.actuate import set_cpu_cap
 from quell.errors import ComponentError, InputError
-from quell.signals import CgroupLayout
+from quell.signals import CgroupLayout, read_cpu_cap
 
 
 def _v1(tmp_path: Path) -> CgroupLayout:
@@ -72,3 +73,11 @@ def test_invalid_arguments_write_nothing(
 def test_missing_group_is_component_error(tmp_path: Path) -> None:
     with pytest.raises(ComponentError, match="nope"):
         set_cpu_cap(_v1(tmp_path), "nope", 1.0)
+
+
+@pytest.mark.parametrize("tree", [_v1, _v2])
+def test_a_cap_set_reads_back_in_cpus(tmp_path: Path, tree: Callable[[Path], CgroupLayout]) -> None:
+    layout = tree(tmp_path)
+    for cpus, period_us in ((0.5, 100_000), (1.25, 10_000), (None, 100_000)):
+        set_cpu_cap(layout, "quell/antagonist", cpus, period_us)
+        assert read_cpu_cap(layout, "quell/antagonist") == cpus

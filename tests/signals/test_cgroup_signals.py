@@ -18,6 +18,7 @@ from quell.signals import (
     Pressure,
     Throttling,
     detect_layout,
+    read_cpu_cap,
     read_cpu_usage_ns,
     read_group_pressure,
     read_throttling,
@@ -153,3 +154,23 @@ def test_group_path_cannot_escape() -> None:
     layout = detect_layout(V2, mounts="")
     with pytest.raises(InputError):
         read_cpu_usage_ns(layout, "../etc")
+
+
+def test_cpu_caps_in_cpus_and_none_when_uncapped(tmp_path: Path) -> None:
+    # quell-fixture was capped at 20 ms per 100 ms; tenant-a has cpu.max "50000 100000"
+    assert read_cpu_cap(detect_layout(HYBRID, mounts=""), "quell-fixture") == 0.2
+    assert read_cpu_cap(detect_layout(V2, mounts=""), "quell/tenant-a") == 0.5
+    for tree, group, cap_file, uncapped, broken in (
+        (HYBRID, "quell-fixture", "cpu/quell-fixture/cpu.cfs_quota_us", "-1\n", "lots\n"),
+        (V2, "quell/tenant-a", "quell/tenant-a/cpu.max", "max 100000\n", "0 100000\n"),
+    ):
+        root = tmp_path / tree.name
+        shutil.copytree(tree, root)
+        layout = detect_layout(root, mounts="")
+        (root / cap_file).write_text(uncapped)
+        assert read_cpu_cap(layout, group) is None
+        (root / cap_file).write_text(broken)
+        with pytest.raises(ComponentError, match="not a quota and a period"):
+            read_cpu_cap(layout, group)
+        with pytest.raises(ComponentError, match="does not exist"):
+            read_cpu_cap(layout, "no-such-group")

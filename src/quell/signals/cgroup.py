@@ -225,3 +225,31 @@ def read_throttling(layout: CgroupLayout, group: str) -> Throttling:
         return Throttling(periods, throttled, ns)
     periods, throttled, us = _require(values, path, "nr_periods", "nr_throttled", "throttled_usec")
     return Throttling(periods, throttled, us * 1000)
+
+
+def read_cpu_cap(layout: CgroupLayout, group: str) -> float | None:
+    """The group's CPU bandwidth cap in CPUs (quota / period); None when it has none.
+
+    v1 ``cpu.cfs_quota_us`` (-1: none) over ``cpu.cfs_period_us``; v2 ``cpu.max``
+    (``"<quota> <period>"``, ``"max <period>"``: none)."""
+    if layout.cpu is None:
+        raise ComponentError("cgroup", f"layout under {layout.root} has no cpu controller")
+    directory = group_dir(layout.cpu, group)
+    if layout.version == "v1":
+        quota_path, period_path = directory / "cpu.cfs_quota_us", directory / "cpu.cfs_period_us"
+        quota_text, period_text = _read(quota_path).strip(), _read(period_path).strip()
+        where = f"{quota_path}: {quota_text!r} over {period_text!r}"
+    else:
+        path = directory / "cpu.max"
+        text = _read(path).strip()
+        quota_text, _, period_text = text.partition(" ")
+        where = f"{path}: {text!r}"
+    if quota_text in ("max", "-1"):
+        return None
+    try:
+        quota_us, period_us = int(quota_text), int(period_text)
+    except ValueError as exc:
+        raise ComponentError("cgroup", f"{where} is not a quota and a period in µs") from exc
+    if quota_us <= 0 or period_us <= 0:
+        raise ComponentError("cgroup", f"{where} is not a quota and a period in µs")
+    return quota_us / period_us
