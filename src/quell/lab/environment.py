@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Literal
 
 from quell.actuate.cgroup import set_cpu_cap
 from quell.actuate.haproxy import HAProxyRuntime
@@ -23,7 +24,13 @@ from quell.core.action import (
 )
 from quell.core.clock import WallClock
 from quell.core.observation import Snapshot
-from quell.errors import ActionError, ComponentDiedError, ComponentError, InputError
+from quell.errors import (
+    ActionError,
+    ComponentDiedError,
+    ComponentError,
+    EnvironmentStateError,
+    InputError,
+)
 from quell.lab.balancer import BACKEND
 from quell.lab.client_log import ClientLog
 from quell.lab.instance import LabInstance
@@ -58,7 +65,7 @@ class LabEnvironment:
         self.client_log = ClientLog()
         self.clock = WallClock()
         self._last_obs = 0.0
-        self._closed = False
+        self._state: Literal["not started", "started", "closed"] = "not started"
 
     @property
     def instances(self) -> dict[str, LabInstance]:
@@ -70,8 +77,16 @@ class LabEnvironment:
         """HAProxy's runtime API, once HAProxy runs."""
         return self.testbed.runtime
 
+    def _require_started(self, operation: str) -> None:
+        if self._state != "started":
+            raise EnvironmentStateError(self.name, operation, self._state)
+
     # -- bring-up ----------------------------------------------------------------------------
     def start(self, status: StatusFn = lambda msg: None) -> None:
+        """Bring the scenario up; once it returns the environment observes and acts. If it
+        fails, ``close`` removes what it had brought up."""
+        if self._state != "not started":
+            raise EnvironmentStateError(self.name, "start", f"already {self._state}")
         s = self.scenario
         bed = self.testbed
         bed.prepare(status)
@@ -95,6 +110,7 @@ class LabEnvironment:
             self.client_log.follow_probes(probes_csv)
             bed.start_prober(start_at, probes_csv)
         self._last_obs = 0.0
+        self._state = "started"
 
     # -- Environment protocol ----------------------------------------------------------------
     def take_requests(self) -> list[RequestRecord]:
@@ -109,6 +125,7 @@ class LabEnvironment:
         self.lifecycle.check_alive()
 
     def observe(self) -> Snapshot:
+        self._require_started("observe")
         self._check_alive()
         now = self.clock.now()
         interval = now - self._last_obs
@@ -127,6 +144,7 @@ class LabEnvironment:
     def apply(self, actions: Sequence[Action]) -> None:
         """Carry out each action; if any cannot be (an unknown instance, a refusal by HAProxy
         or the cgroups), raise ``ActionError`` naming each of them (the others stay applied)."""
+        self._require_started("apply")
         rt = self.lifecycle.runtime()
         failed: list[tuple[object, str]] = []
         applied: list[object] = []
@@ -166,11 +184,13 @@ class LabEnvironment:
             )
 
     def trigger(self, event: Event) -> None:
+        self._require_started("trigger")
         self.testbed.trigger(event, self.clock.now())
 
     def close(self) -> None:
-        """Stop everything and remove every trace of the run; safe to call twice."""
-        if self._closed:
+        """Stop everything and remove every trace of the run; safe to call twice, and before
+        or after a failed start. From then on the environment refuses to observe or act."""
+        if self._state == "closed":
             return
-        self._closed = True
+        self._state = "closed"
         self.testbed.teardown()

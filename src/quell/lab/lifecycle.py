@@ -97,7 +97,16 @@ class Lifecycle:
             deadline = time.monotonic() + LISTEN_WAIT_S
             while not inst.listening() and inst.server.alive() and time.monotonic() < deadline:
                 time.sleep(0.02)
-            self.promote(inst)
+            try:
+                if not inst.listening():
+                    raise ComponentError(
+                        inst.server.name,
+                        f"not listening {LISTEN_WAIT_S:g} s after start: {inst.server.log_tail()}",
+                    )
+                self.promote(inst)
+            except ComponentError:
+                self.retire(inst)  # nothing of it stays: processes stopped, out of HAProxy
+                raise
 
     def remove(self, a: RemoveInstance, now_s: float) -> None:
         """Drain (``drain`` and serving) or retire at once."""
@@ -125,11 +134,16 @@ class Lifecycle:
                 self.promote(inst)
 
     def promote(self, inst: LabInstance) -> None:
-        """Booted: into HAProxy, into snapshots from the next one on, into the probe's list."""
+        """Booted: into HAProxy, into snapshots from the next one on, into the probe's list.
+        If HAProxy refuses, the instance is not left in its backend."""
         rt = self.runtime()
         srv = inst.backend_server()
         rt.add_server(BACKEND, srv.name, srv.addr, srv.port, srv.weight, srv.maxconn)
-        rt.set_state(BACKEND, srv.name, "ready")
+        try:
+            rt.set_state(BACKEND, srv.name, "ready")
+        except ComponentError:
+            self._delete_server(srv.name)  # added servers start in maint: deletable
+            raise
         inst.state = "serving"
         self.sampler.prime([self.probe_of(inst)], host_counters=False)
         self.testbed.write_targets(self.instances.values())

@@ -1,8 +1,9 @@
 """Turns the machine's counters into one ``Observation`` per instance per interval.
 
-Reads, for each instance: its cgroup's CPU time and PSI, the run-queue wait of its server
-processes (schedstat summed over every thread), its interface counters (from inside its
-namespace), HAProxy's view of it, and the client-side latencies of the requests it answered.
+Reads, for each instance: its cgroup's CPU time, PSI and CPU cap, the run-queue wait of its
+server processes (schedstat summed over every thread), its interface counters (from inside its
+namespace), HAProxy's view of it (weight, sessions, queue, response time, maxconn), and the
+client-side latencies of the requests it answered.
 Host-wide: steal time from /proc/stat, and each lab host's total link utilisation from its
 uplink's transmit counter. Cumulative counters become interval values through
 ``CounterDelta``, which refuses to difference across a process restart or a counter reset."""
@@ -15,9 +16,15 @@ from pathlib import Path
 
 import numpy as np
 
-from quell.core.observation import Observation, Snapshot
+from quell.core.observation import CPU_CAP_KEY, MAXCONN_KEY, Observation, Snapshot
+from quell.errors import ComponentError
 from quell.lab.cgroups import Group
-from quell.signals.cgroup import CgroupLayout, read_cpu_usage_ns, read_group_pressure
+from quell.signals.cgroup import (
+    CgroupLayout,
+    read_cpu_cap,
+    read_cpu_usage_ns,
+    read_group_pressure,
+)
 from quell.signals.delta import CounterDelta
 from quell.signals.haproxy import ServerStat
 from quell.signals.procfs import (
@@ -164,6 +171,14 @@ class Sampler:
                 more = {"lb_sessions": float(stat.scur), "lb_queue": float(stat.qcur)}
                 if stat.rtime_ms is not None:
                     more["lb_rtime_ms"] = float(stat.rtime_ms)
+                if stat.slim is not None:
+                    more[MAXCONN_KEY] = float(stat.slim)
+            try:
+                cap = read_cpu_cap(self.layout, inst.group.name)
+            except ComponentError:
+                cap = None
+            if cap is not None:
+                more[CPU_CAP_KEY] = cap
             if inst.host in link_util:
                 more[LINK_UTIL_KEY] = link_util[inst.host]
             more.update((extra or {}).get(iid, {}))
