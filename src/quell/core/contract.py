@@ -316,10 +316,6 @@ def _closes(env: Environment, found: list[Problem], what: str) -> None:
         found.append(Problem(what, f"raised {type(exc).__name__}: {exc}"))
 
 
-def _extra(obs: Observation | None, key: str) -> float | None:
-    return None if obs is None else obs.extra.get(key)
-
-
 def _shows(
     env: Environment,
     fx: EnvironmentFixture[Any],
@@ -366,45 +362,58 @@ def check_snapshot(fx: EnvironmentFixture[E], env: E) -> str | None:
     return None
 
 
-def check_set_weight(fx: EnvironmentFixture[E], env: E) -> str | None:
-    """``SetWeight`` shows as the instance's ``weight`` in the next snapshot; 0 is allowed."""
-    if SetWeight not in fx.supports:
-        return "does not support SetWeight"
+def _setting_shows(
+    fx: EnvironmentFixture[Any],
+    env: Environment,
+    check: str,
+    kind: type[Action],
+    read: Callable[[Observation], Any],
+    steps: Callable[[Any], Sequence[tuple[Action, object]]],
+) -> str | None:
+    """Apply each action of ``steps(what read() shows now)`` to the serving instance; the next
+    snapshot must show what goes with it."""
+    if kind not in fx.supports:
+        return f"does not support {kind.__name__}"
     found: list[Problem] = []
     obs = _observation(_next(env, fx), fx.serving, found)
-    w0 = obs.weight if obs is not None and obs.weight is not None else 100
-    for w in (37, 0, w0):
-        _shows(env, fx, SetWeight(fx.serving, w), lambda o: o.weight, w, found)
-    _done(env, "check_set_weight", found)
+    for action, expected in steps(None if obs is None else read(obs)):
+        _shows(env, fx, action, read, expected, found)
+    _done(env, check, found)
     return None
+
+
+def check_set_weight(fx: EnvironmentFixture[E], env: E) -> str | None:
+    """``SetWeight`` shows as the instance's ``weight`` in the next snapshot; 0 is allowed."""
+
+    def steps(w0: int | None) -> list[tuple[Action, object]]:
+        return [(SetWeight(fx.serving, w), w) for w in (37, 0, 100 if w0 is None else w0)]
+
+    return _setting_shows(fx, env, "check_set_weight", SetWeight, lambda o: o.weight, steps)
 
 
 def check_set_max_conn(fx: EnvironmentFixture[E], env: E) -> str | None:
     """``SetMaxConn`` shows as ``extra[MAXCONN_KEY]``; ``SetMaxConn(..., 0)`` lifts the cap."""
-    if SetMaxConn not in fx.supports:
-        return "does not support SetMaxConn"
-    found: list[Problem] = []
-    m0 = _extra(_observation(_next(env, fx), fx.serving, found), MAXCONN_KEY)
-    steps: list[tuple[int, float | None]] = [(7, 7.0), (0, None)]
-    if m0 is not None:
-        steps.append((round(m0), m0))
-    for m, shown in steps:
-        _shows(env, fx, SetMaxConn(fx.serving, m), lambda o: o.extra.get(MAXCONN_KEY), shown, found)
-    _done(env, "check_set_max_conn", found)
-    return None
+
+    def steps(m0: float | None) -> list[tuple[Action, object]]:
+        back = [] if m0 is None else [(SetMaxConn(fx.serving, round(m0)), m0)]
+        return [(SetMaxConn(fx.serving, 7), 7.0), (SetMaxConn(fx.serving, 0), None), *back]
+
+    def read(o: Observation) -> float | None:
+        return o.extra.get(MAXCONN_KEY)
+
+    return _setting_shows(fx, env, "check_set_max_conn", SetMaxConn, read, steps)
 
 
 def check_set_cpu_cap(fx: EnvironmentFixture[E], env: E) -> str | None:
     """``SetCpuCap`` shows as ``extra[CPU_CAP_KEY]``; ``SetCpuCap(..., None)`` lifts the cap."""
-    if SetCpuCap not in fx.supports:
-        return "does not support SetCpuCap"
-    found: list[Problem] = []
-    c0 = _extra(_observation(_next(env, fx), fx.serving, found), CPU_CAP_KEY)
-    steps: list[float | None] = [0.5, None] if c0 is None else [0.5, c0]
-    for c in steps:
-        _shows(env, fx, SetCpuCap(fx.serving, c), lambda o: o.extra.get(CPU_CAP_KEY), c, found)
-    _done(env, "check_set_cpu_cap", found)
-    return None
+
+    def steps(c0: float | None) -> list[tuple[Action, object]]:
+        return [(SetCpuCap(fx.serving, c), c) for c in (0.5, c0)]
+
+    def read(o: Observation) -> float | None:
+        return o.extra.get(CPU_CAP_KEY)
+
+    return _setting_shows(fx, env, "check_set_cpu_cap", SetCpuCap, read, steps)
 
 
 def check_add_instance(fx: EnvironmentFixture[E], env: E) -> str | None:
