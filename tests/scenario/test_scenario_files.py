@@ -22,7 +22,7 @@ EXPECT = "# expect: "
 def _expected(path: Path) -> list[str]:
     """The ``# expect:`` fragments on the file's leading comment lines."""
     out = []
-    for line in path.read_text().splitlines():
+    for line in path.read_bytes().decode("utf-8", "replace").splitlines():  # not_utf8.yaml too
         if not line.startswith(EXPECT):
             break
         out.append(line.removeprefix(EXPECT))

@@ -6,9 +6,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
+from quell.core.files import load_yaml
 from quell.core.schema import validation_problems
 from quell.errors import InputError, Problem
 from quell.scenario.model import Scenario
@@ -142,15 +142,6 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
 
 
 def load_scenario(path: Path) -> Scenario:
-    """Read a YAML scenario file; raises ``InputError`` naming every problem found."""
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise InputError(str(path), [Problem("", f"cannot read file: {exc.strerror}")]) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark is not None else ""
-        raise InputError(str(path), [Problem(where, f"not valid YAML: {exc}")]) from None
-    return parse_scenario(data, str(path))
+    """Read a YAML scenario file; raises ``InputError`` naming every problem found (a file
+    that cannot be read as YAML is refused by ``quell.core.files.load_yaml``)."""
+    return parse_scenario(load_yaml(path, "file"), str(path))
