@@ -221,7 +221,9 @@ def test_scenario_check_builds_the_policies_it_names(tmp_path: Path) -> None:
     assert ok.returncode == 0, ok.stderr
     scenario.write_text(body + "policy: {name: prima, params: {model: nope.json}}\n")
     assert_clean_failure(
-        quell("scenario", "check", scenario), "nope.json", "model bundle not found"
+        quell("scenario", "check", scenario),
+        "nope.json",
+        "cannot read model bundle: No such file or directory",
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -74,6 +75,30 @@ def test_a_missing_trace_file_is_caught_before_start(tmp_path: Path) -> None:
     s["workload"]["arrival"] = {"process": "trace", "path": "nope.txt"}
     with pytest.raises(InputError, match="cannot read trace"):
         preflight(parse_scenario(s), tmp_path, "pf.yaml", euid=0, which=everything)
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (b"0.5\n1.0\n1.5 \xb5s\n", "line 3: not UTF-8 text: byte 0xb5 at offset 12"),
+        (None, "cannot read trace: it is a FIFO, not a regular file"),
+    ],
+    ids=["latin-1", "fifo"],
+)
+def test_a_trace_that_cannot_be_read_is_caught_before_start(
+    tmp_path: Path, content: bytes | None, problem: str
+) -> None:
+    trace = tmp_path / "arrivals.txt"
+    if content is None:
+        os.mkfifo(trace)  # no writer: reading it would block
+    else:
+        trace.write_bytes(content)
+    s = scenario()
+    s["workload"]["arrival"] = {"process": "trace", "path": "arrivals.txt"}
+    with pytest.raises(InputError) as info:
+        preflight(parse_scenario(s), tmp_path, "pf.yaml", euid=0, which=everything)
+    assert info.value.source == str(trace)
+    assert problem in str(info.value)
 
 
 def test_a_file_under_a_video_directory_is_refused_with_a_video_workload() -> None:

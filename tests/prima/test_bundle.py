@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +31,9 @@ def test_round_trip_gives_the_same_predictions(tmp_path: Path) -> None:
 
 
 def test_missing_bundle(tmp_path: Path) -> None:
-    assert "model bundle not found" in _problems(tmp_path / "nope.json")
+    assert "cannot read model bundle: No such file or directory" in _problems(
+        tmp_path / "nope.json"
+    )
 
 
 def test_corrupt_bundle(tmp_path: Path) -> None:
@@ -106,3 +109,36 @@ def test_a_bundle_mixing_im_point_forms_is_refused(tmp_path: Path) -> None:
     d["im_points"][0] = [*d["im_points"][0], 10.0, 10.0]
     path.write_text(json.dumps(d))
     assert "mix (U_total, SF) and (U_total, SF, U, level)" in _problems(path)
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        ("dir", "cannot read model bundle: it is a directory, not a regular file"),
+        ("fifo", "cannot read model bundle: it is a FIFO, not a regular file"),
+        (b'{"format": "quell.prima.bundle", "meta": "caf\xe9"}', "not UTF-8 text: byte 0xe9"),
+        (b"\x89PNG\r\n\x1a\n\x00\x00", "not UTF-8 text: byte 0x89 at offset 0"),
+        (b"", "line 1: not valid JSON: Expecting value"),
+        (b'{"format": 1, "format": 2}', "key 'format' appears twice in one object"),
+        (b"[" * 10_000 + b"]" * 10_000, "nested more than 64 levels deep"),
+    ],
+    ids=["directory", "fifo", "latin-1", "binary", "empty", "duplicate-key", "deep"],
+)
+def test_a_file_that_is_no_bundle_is_named(
+    tmp_path: Path, content: bytes | str, problem: str
+) -> None:
+    path = tmp_path / "m.json"
+    if content == "dir":
+        path.mkdir()
+    elif content == "fifo":
+        os.mkfifo(path)  # no writer: reading it would block
+    else:
+        assert isinstance(content, bytes)
+        path.write_bytes(content)
+    message = _problems(path)
+    assert message.startswith(f"{path}: 1 problem(s)")
+    assert problem in message
+
+
+def test_a_bundle_path_with_a_nul_byte_is_named() -> None:
+    assert "the path contains a NUL byte" in _problems(Path("models/a\0b.json"))

@@ -283,3 +283,33 @@ def test_a_cell_counts_every_probe_download_of_an_interval(tmp_path: Path) -> No
     _, _, probes, _, _, _ = measure(tmp_path / "run", warmup_s=1.0)
     assert probes == [0.125, 0.125, 0.05]
     assert np.mean(probes) == pytest.approx(0.1)
+
+
+def test_a_profile_spec_that_cannot_be_read_is_named(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_bytes(SPEC.read_bytes() + b"# caf\xe9\n")
+    with pytest.raises(InputError) as info:
+        load_profile_spec(spec)
+    assert info.value.source == str(spec)
+    assert "not UTF-8 text: byte 0xe9" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("base", "problem"),
+    [
+        ('"base\\0.yaml"', "the path contains a NUL byte"),
+        ("/dev/zero", "it is a character device, not a regular file"),
+        ("../../../../../../../../etc/passwd", "a scenario must be a mapping of keys to values"),
+    ],
+    ids=["nul", "device", "traversal"],
+)
+def test_a_profile_specs_base_scenario_is_read_as_a_scenario(
+    tmp_path: Path, base: str, problem: str
+) -> None:
+    spec = tmp_path / "spec.yaml"
+    text = SPEC.read_text()
+    line = next(x for x in text.splitlines() if x.startswith("scenario:"))
+    spec.write_text(text.replace(line, f"scenario: {base}"))
+    with pytest.raises(InputError) as info:
+        load_profile_spec(spec)
+    assert problem in str(info.value)

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from quell.core.files import load_json
 from quell.core.schema import validation_problems
 from quell.errors import InputError, Problem
 from quell.models.capacity import CapacityModel, InterferenceModel, ResponseTimeModel
@@ -157,18 +158,7 @@ def load_bundle(path: Path, workload: str | None = None) -> ModelBundle:
     """Read and fit a bundle. A missing, unreadable, corrupt or foreign file, or one built for
     another ``workload``, raises ``InputError`` naming the problem."""
     source = str(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise InputError(source, [Problem("", "model bundle not found")]) from None
-    except OSError as exc:
-        raise InputError(source, [Problem("", f"cannot read: {exc.strerror}")]) from None
-    try:
-        raw: Any = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(
-            source, [Problem(f"line {exc.lineno}", "not valid JSON (corrupt bundle?)")]
-        ) from None
+    raw: Any = load_json(path, "model bundle")
     if not isinstance(raw, dict) or raw.get("format") != FORMAT:
         raise InputError(
             source, [Problem("format", f"not a quell model bundle (expected {FORMAT!r})")]

@@ -5,13 +5,13 @@ by name, so ``make results`` regenerates the page in one command."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from quell.core.files import load_json
 from quell.errors import InputError, Problem
 
 VALIDATION_GLOB = "*.validation.json"
@@ -65,12 +65,7 @@ def data_files(directory: Path) -> ResultFiles:
 
 
 def _read(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except OSError as exc:
-        raise InputError(str(path), [Problem("", f"cannot read: {exc.strerror}")]) from None
-    except json.JSONDecodeError:
-        raise InputError(str(path), [Problem("", "not valid JSON")]) from None
+    data = load_json(path, "result file")
     if not isinstance(data, dict):
         raise InputError(str(path), [Problem("", "expected a JSON object")])
     return data

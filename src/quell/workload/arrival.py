@@ -12,6 +12,7 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
+from quell.core.files import read_text
 from quell.errors import InputError, Problem
 from quell.workload.spec import (
     DeterministicSpec,
@@ -22,6 +23,9 @@ from quell.workload.spec import (
 )
 
 Times = NDArray[np.float64]
+MAX_TRACE_BYTES = 1 << 30
+"""The largest trace file read (1 GiB, some 80 million arrival times; a workload sends at most
+50 million requests)."""
 
 
 class ArrivalProcess(Protocol):
@@ -187,12 +191,7 @@ class Trace:
 
     @classmethod
     def from_file(cls, path: Path, time_scale: float = 1.0) -> Trace:
-        try:
-            text = path.read_text()
-        except OSError as exc:
-            raise InputError(
-                str(path), [Problem("", f"cannot read trace: {exc.strerror}")]
-            ) from None
+        text = read_text(path, "trace", MAX_TRACE_BYTES)
         values: list[float] = []
         for n, line in enumerate(text.splitlines(), start=1):
             line = line.strip()

@@ -27,8 +27,9 @@ import numpy as np
 import yaml
 from pydantic import Field, ValidationError
 
+from quell.core.files import load_yaml
 from quell.core.observation import STEAL_SUSPECT_PCT
-from quell.core.schema import StrictModel
+from quell.core.schema import StrictModel, validation_problems
 from quell.errors import InputError, Problem
 from quell.experiment.run import least_stolen
 from quell.models.bundle import BundleMeta, ModelBundle, build_bundle
@@ -160,23 +161,11 @@ def pool(reps: list[CellResult]) -> CellResult:
 
 def load_profile_spec(path: Path) -> tuple[ProfileSpec, Scenario]:
     """Read a profile spec and its base scenario; every problem at once."""
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise InputError(str(path), [Problem("", f"cannot read file: {exc.strerror}")]) from None
-    except yaml.YAMLError as exc:
-        raise InputError(str(path), [Problem("", f"not valid YAML: {exc}")]) from None
+    raw = load_yaml(path, "profile spec")
     try:
         spec = ProfileSpec.model_validate(raw)
     except ValidationError as err:
-        problems = [
-            Problem(
-                ".".join(str(x) for x in e["loc"]),
-                "unknown key" if e["type"] == "extra_forbidden" else e["msg"],
-            )
-            for e in err.errors()
-        ]
-        raise InputError(str(path), problems) from None
+        raise InputError(str(path), validation_problems(err)) from None
     base = load_scenario(path.parent / spec.scenario)
     problems = []
     if len(base.instances) != 1:
