@@ -7,6 +7,7 @@ outside this package imports it."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 import typer
 
@@ -31,10 +32,15 @@ app.add_typer(prima_app, name="prima", no_args_is_help=True)
 app.add_typer(model_app, name="model", no_args_is_help=True)
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run the command line on ``argv`` (default: the process's own arguments) and exit with
+    its code: 0, 2 for bad input (``QuellError.exit_code``), 130 when interrupted."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
-        app()
+        if argv is None:
+            app()
+        else:
+            app(args=list(argv), prog_name="quell")
     except QuellError as exc:
         error(str(exc))
         raise SystemExit(exc.exit_code) from None
