@@ -59,5 +59,6 @@ def say(message: str, style: str | None = None) -> None:
 
 
 def error(message: str) -> None:
-    """An error on stderr: ``error: `` and the message, printed literally."""
-    err_console.print(f"[red]error[/]: {escape(message)}", highlight=False)
+    """An error on stderr: ``error: `` and the message, printed literally and not wrapped (a
+    long path stays one piece to copy; the terminal wraps it)."""
+    err_console.print(f"[red]error[/]: {escape(message)}", highlight=False, soft_wrap=True)
