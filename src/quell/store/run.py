@@ -87,10 +87,15 @@ class RunStore:
         db = run_dir / DB_NAME
         if not db.is_file():
             raise InputError(str(run_dir), [Problem("", f"not a run directory (no {DB_NAME})")])
-        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, check_same_thread=False)
+        # As a URI (for read-only), so the path is quoted: a '?' or '#' in it would end it.
+        uri = f"{db.absolute().as_uri()}?mode=ro"
+        conn: sqlite3.Connection | None = None
         try:
+            conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
             conn.execute("SELECT count(*) FROM observations").fetchone()
         except sqlite3.DatabaseError as exc:
+            if conn is not None:
+                conn.close()
             raise InputError(str(db), [Problem("", f"unreadable run store: {exc}")]) from None
         return cls(conn, run_dir)
 
