@@ -6,12 +6,17 @@ the test as itself."""
 
 from __future__ import annotations
 
+import csv
+import io
+import os
 import sqlite3
 from pathlib import Path
 
 import pytest
 
+from quell.studies.multicore.measure import PLAN_FILE, POINTS_FILE
 from tests.cli.inprocess import assert_refused, run_quell
+from tests.models.test_model_cli import write_run
 from tests.report.report_run import fill_run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,3 +82,67 @@ def test_report_on_a_run_whose_path_has_uri_or_shell_characters(
     assert outcome.code == 0, outcome
     assert (tmp_path / name / "report" / "index.html").is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+
+
+# -- model multicore fit -------------------------------------------------------------------------
+def _rewrite_points(run_dir: Path, change: dict[str, str]) -> None:
+    path = run_dir / POINTS_FILE
+    rows = list(csv.DictReader(io.StringIO(path.read_text())))
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        for row in rows:
+            w.writerow({**row, **change})
+
+
+@pytest.mark.parametrize(
+    ("spoil", "problem"),
+    [
+        ("no-points", "cannot read measured points: No such file or directory"),
+        ("points-latin-1", "not UTF-8 text: byte 0xb5"),
+        ("points-fifo", "it is a FIFO, not a regular file"),
+        ("points-huge-field", "not valid CSV: field larger than field limit"),
+        ("no-plan", "cannot read measurement plan: No such file or directory"),
+        ("plan-list", "Input should be a valid dictionary"),
+        ("plan-no-cores", "cores: required key is missing"),
+        ("plan-cores-number", "cores: Input should be a valid list"),
+        ("zero-interrupt-cores", "interrupt_cores is 0, not at least 1"),
+        ("util-strings", "is not a JSON list of numbers"),
+        ("rate-text", "could not convert string to float: 'fast'"),
+    ],
+)
+def test_multicore_fit_on_a_bad_run_directory(tmp_path: Path, spoil: str, problem: str) -> None:
+    run = tmp_path / "run"
+    write_run(run)
+    points, plan = run / POINTS_FILE, run / PLAN_FILE
+    if spoil == "no-points":
+        points.unlink()
+    elif spoil == "points-latin-1":
+        points.write_bytes(points.read_bytes() + b"one,1,1000,\xb5s\n")
+    elif spoil == "points-fifo":
+        points.unlink()
+        os.mkfifo(points)
+    elif spoil == "points-huge-field":
+        points.write_text(points.read_text() + '"' + "x" * 200_000 + '"\n')
+    elif spoil == "no-plan":
+        plan.unlink()
+    elif spoil == "plan-list":
+        plan.write_text("[]")
+    elif spoil == "plan-no-cores":
+        plan.write_text('{"connections": 256}')
+    elif spoil == "plan-cores-number":
+        plan.write_text('{"cores": 2, "connections": 256}')
+    elif spoil == "zero-interrupt-cores":
+        _rewrite_points(run, {"interrupt_cores": "0"})
+    elif spoil == "util-strings":
+        _rewrite_points(run, {"util_per_core": '["a", "b"]'})
+    elif spoil == "rate-text":
+        _rewrite_points(run, {"rate_rps": "fast"})
+    assert_refused(run_quell("model", "multicore", "fit", run), str(run), problem)
+    assert not (run / "report").exists()
+
+
+def test_multicore_fit_on_a_file_or_an_empty_dir(tmp_path: Path) -> None:
+    assert_refused(run_quell("model", "multicore", "fit", SCENARIO), "Not a directory")
+    assert_refused(run_quell("model", "multicore", "fit", tmp_path), "No such file or directory")
+    assert list(tmp_path.iterdir()) == []

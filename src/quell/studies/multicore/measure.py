@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import io
 import json
 import math
 import os
@@ -35,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from quell.core.files import read_text
 from quell.errors import ComponentError, InputError, PrerequisiteError, Problem
 from quell.experiment.run import unique_run_dir
 from quell.lab.network import Topology, netns_pids
@@ -199,13 +201,24 @@ def combine_wrk(results: Sequence[dict[str, float]]) -> tuple[float, float, floa
     return n / duration, mean / 1e6, sd / 1e6, n, sum(int(r["errors"]) for r in results)
 
 
+def _per_core(text: str) -> tuple[float, ...]:
+    """A JSON list of per-core numbers, as ``points.csv`` keeps them."""
+    values = json.loads(text)
+    if not isinstance(values, list) or not all(
+        isinstance(v, int | float) and not isinstance(v, bool) for v in values
+    ):
+        raise ValueError(f"{text[:40]!r} is not a JSON list of numbers")
+    return tuple(float(v) for v in values)
+
+
 def read_points(run_dir: Path) -> list[tuple[str, int, RatePoint, int]]:
     """``points.csv``: (configuration, interrupt cores, point, errors) per measured rate."""
     path = run_dir / POINTS_FILE
+    text = read_text(path, "measured points")
     try:
-        rows = list(csv.DictReader(path.open()))
-    except OSError as exc:
-        raise InputError(str(run_dir), [Problem(POINTS_FILE, f"cannot read: {exc}")]) from None
+        rows = list(csv.DictReader(io.StringIO(text, newline="")))
+    except csv.Error as exc:
+        raise InputError(str(path), [Problem("", f"not valid CSV: {exc}")]) from None
     out = []
     problems = []
     for k, row in enumerate(rows):
@@ -216,14 +229,17 @@ def read_points(run_dir: Path) -> list[tuple[str, int, RatePoint, int]]:
                 mean_response_s=float(row["mean_response_s"]),
                 response_sd_s=float(row["response_sd_s"]),
                 responses=int(row["responses"]),
-                util_per_core=tuple(json.loads(row["util_per_core"])),
-                softirq_per_core=tuple(json.loads(row["softirq_per_core"])),
+                util_per_core=_per_core(row["util_per_core"]),
+                softirq_per_core=_per_core(row["softirq_per_core"]),
             )
-            out.append((row["config"], int(row["interrupt_cores"]), point, int(row["errors"])))
+            m = int(row["interrupt_cores"])
+            if m < 1:
+                raise ValueError(f"interrupt_cores is {m}, not at least 1")
+            out.append((str(row["config"]), m, point, int(row["errors"])))
         except (KeyError, ValueError, TypeError) as exc:
-            problems.append(Problem(f"{POINTS_FILE} row {k + 2}", f"malformed: {exc}"))
+            problems.append(Problem(f"row {k + 2}", f"malformed: {exc}"))
     if problems:
-        raise InputError(str(run_dir), problems)
+        raise InputError(str(path), problems)
     return out
 
 

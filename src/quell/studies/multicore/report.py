@@ -10,10 +10,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from quell.core.files import load_json
+from quell.core.schema import validation_problems
 from quell.errors import InputError, Problem
 from quell.models.multicore import Discipline, MulticoreModel, Prediction
 from quell.models.multicore_fit import MulticoreEstimator, RatePoint
@@ -22,6 +25,14 @@ from quell.studies.multicore.measure import PLAN_FILE, read_points
 SATURATED = 0.9
 """A point whose throughput is below this share of its offered rate is past the knee; the μ2
 likelihood fit leaves those out (the paced closed-loop load is no longer Poisson there)."""
+
+
+class PlanFile(BaseModel):
+    """What the fit reads of a run's ``plan.json`` (the file holds the whole plan and more)."""
+
+    model_config = ConfigDict(extra="ignore", strict=True, frozen=True)
+    cores: Annotated[list[int], Field(min_length=1)]
+    connections: Annotated[int, Field(ge=1)]
 
 
 @dataclass(frozen=True)
@@ -79,11 +90,13 @@ def fit_run(
     run_dir: Path, fit_config: str = "one", discipline: Discipline = "paper"
 ) -> tuple[MulticoreEstimator, list[ConfigResult], dict[str, Any]]:
     rows = read_points(run_dir)
+    plan_path = run_dir / PLAN_FILE
+    plan = load_json(plan_path, "measurement plan")
     try:
-        plan = json.loads((run_dir / PLAN_FILE).read_text())
-    except (OSError, ValueError) as exc:
-        raise InputError(str(run_dir), [Problem(PLAN_FILE, f"cannot read: {exc}")]) from None
-    cores = len(plan["cores"])
+        known = PlanFile.model_validate(plan)
+    except ValidationError as err:
+        raise InputError(str(plan_path), validation_problems(err)) from None
+    cores = len(known.cores)
     configs: dict[str, tuple[int, list[RatePoint]]] = {}
     for config, m, point, errors in rows:
         if errors == 0 or point.responses > 100 * errors:
@@ -95,11 +108,11 @@ def fit_run(
         )
     m_fit, fit_points = configs[fit_config]
     usable = [p for p in fit_points if p.throughput_rps >= SATURATED * p.rate_rps]
-    capacity = max(1, int(plan["connections"]) // m_fit)
+    capacity = max(1, known.connections // m_fit)
     est = MulticoreEstimator(cores, m_fit, capacity, discipline).fit(usable)
     results = []
     for config, (m, points) in configs.items():
-        model = est.model(interrupt_cores=m, capacity=max(1, int(plan["connections"]) // m))
+        model = est.model(interrupt_cores=m, capacity=max(1, known.connections // m))
         preds = _predict_each(model, [p.rate_rps for p in points])
         results.append(ConfigResult(config, m, points, preds, blind=config != fit_config))
     return est, results, plan
