@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 from quell.cli import app
 from quell.errors import InputError
 from quell.report.prima_results import data_files, render, validation_section
+from tests.cli.inprocess import assert_refused, run_quell
 
 
 def test_validation_section_reports_both_directions_of_the_im() -> None:
@@ -189,3 +190,31 @@ def test_results_page_refuses_a_sim_comparison_named_as_a_lab_one(tmp_path: Path
     _write(data, "x-lab-comparison.json", _sim("prima-x", 90.0))
     with pytest.raises(InputError, match="not a `lab compare` comparison"):
         render([], data_files(data).lab, [])
+
+
+@pytest.mark.parametrize(
+    ("kind", "problem"),
+    [
+        ("validation", "points: required key is missing: is this a `prima validate` result?"),
+        ("lab", "policies: not a `lab compare` comparison"),
+        ("sim", "policies: not a `sim compare` comparison"),
+        ("bench", "instances: required key is missing: is this a bench result"),
+    ],
+)
+def test_results_page_names_a_file_of_another_kind(tmp_path: Path, kind: str, problem: str) -> None:
+    bundle = _write(tmp_path, "bundle.json", {"format": "quell.prima.bundle", "version": 2})
+    out = tmp_path / "p.md"
+    outcome = run_quell("prima", "results", f"--{kind}", bundle, "--out", out)
+    assert_refused(outcome, str(bundle), problem)  # not a KeyError's traceback
+    assert not out.exists()
+
+
+def test_results_page_names_a_result_file_without_a_key_it_reads(tmp_path: Path) -> None:
+    bench = _write(tmp_path, "prima.json", {"instances": 10000, "goal_ms": 20.0})
+    with pytest.raises(InputError) as info:
+        render([], [], [], bench)
+    assert info.value.source == str(bench)
+    assert str(info.value.problems[0]) == (
+        "prima_decision_ms_median: required key is missing: is this a bench result "
+        "(bench/results/prima.json)?"
+    )

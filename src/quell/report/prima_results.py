@@ -6,7 +6,7 @@ by name, so ``make results`` regenerates the page in one command."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -188,6 +188,33 @@ def sim_section(c: dict[str, Any], source: str) -> list[str]:
     return [*out, ""]
 
 
+def bench_section(b: dict[str, Any], source: str) -> list[str]:
+    return [
+        "## Decision time (make bench)",
+        "",
+        f"{b['instances']} instances: median {b['prima_decision_ms_median']} ms per decision "
+        f"(goal ≤ {b['goal_ms']} ms), {b['ratio_prima_over_rr']}× round robin's on the same "
+        "snapshots.",
+        "",
+    ]
+
+
+Section = Callable[[dict[str, Any], str], list[str]]
+
+
+def _section(build: Section, path: Path, what: str) -> list[str]:
+    """``build``'s lines for the result file at ``path``; a file without the keys and types
+    ``build`` reads (another kind of result file, an older format) raises ``InputError``."""
+    data = _read(path)
+    try:
+        return build(data, str(path))
+    except KeyError as exc:
+        problem = Problem(str(exc.args[0]), f"required key is missing: is this {what}?")
+        raise InputError(str(path), [problem]) from None
+    except (TypeError, ValueError, AttributeError, IndexError) as exc:
+        raise InputError(str(path), [Problem("", f"cannot be read as {what}: {exc}")]) from None
+
+
 def render(
     validation: Sequence[Path], lab: Sequence[Path], sim: Sequence[Path], bench: Path | None = None
 ) -> str:
@@ -199,19 +226,11 @@ def render(
         "",
     ]
     for p in validation:
-        lines += validation_section(_read(p), str(p))
+        lines += _section(validation_section, p, "a `prima validate` result")
     for p in lab:
-        lines += lab_section(_read(p), str(p))
+        lines += _section(lab_section, p, "a `lab compare` comparison")
     for p in sim:
-        lines += sim_section(_read(p), str(p))
+        lines += _section(sim_section, p, "a `sim compare` comparison")
     if bench is not None:
-        b = _read(bench)
-        lines += [
-            "## Decision time (make bench)",
-            "",
-            f"{b['instances']} instances: median {b['prima_decision_ms_median']} ms per decision "
-            f"(goal ≤ {b['goal_ms']} ms), {b['ratio_prima_over_rr']}× round robin's on the same "
-            "snapshots.",
-            "",
-        ]
+        lines += _section(bench_section, bench, "a bench result (bench/results/prima.json)")
     return "\n".join(lines)
