@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import os
 import sqlite3
 from pathlib import Path
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from quell.studies.multicore.measure import PLAN_FILE, POINTS_FILE
-from tests.cli.inprocess import assert_refused, run_quell
+from tests.cli.inprocess import assert_refused, assert_usage_error, run_quell
 from tests.models.test_model_cli import write_run
 from tests.report.report_run import fill_run
 
@@ -84,6 +85,54 @@ def test_report_on_a_run_whose_path_has_uri_or_shell_characters(
     assert sorted(p.name for p in tmp_path.iterdir()) == [name]
 
 
+# -- prima show ----------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("make", "problem"),
+    [
+        ("scenario", "line 1: not valid JSON: Expecting value"),
+        ("latin-1", "not UTF-8 text: byte 0xe9"),
+        ("list", "format: not a quell model bundle"),
+        ("empty", "not valid JSON"),
+        ("dir", "it is a directory, not a regular file"),
+        ("fifo", "it is a FIFO, not a regular file"),
+        ("truncated", "not valid JSON"),
+        ("wrong-types", "meta.probe_period_s: Input should be a valid number"),
+    ],
+)
+def test_prima_show_on_a_non_bundle(tmp_path: Path, make: str, problem: str) -> None:
+    path = tmp_path / "bundle.json"
+    if make == "scenario":
+        path.write_bytes(SCENARIO.read_bytes())
+    elif make == "latin-1":
+        path.write_bytes(b'{"meta": "caf\xe9"}')
+    elif make == "list":
+        path.write_text("[1, 2]")
+    elif make == "empty":
+        path.touch()
+    elif make == "dir":
+        path.mkdir()
+    elif make == "fifo":
+        os.mkfifo(path)
+    elif make == "truncated":
+        path.write_bytes(BUNDLE.read_bytes()[:500])
+    elif make == "wrong-types":
+        doc = json.loads(BUNDLE.read_text())
+        doc["meta"]["probe_period_s"] = "soon"
+        path.write_text(json.dumps(doc))
+    assert_refused(run_quell("prima", "show", path), str(path), problem)
+
+
+def test_prima_show_on_a_device_or_a_nul_path() -> None:
+    assert_refused(run_quell("prima", "show", "/dev/zero"), "it is a character device")
+    assert_usage_error(run_quell("prima", "show", "a\0b.json"), "embedded null byte")
+
+
+def test_prima_show_on_a_bundle() -> None:
+    outcome = run_quell("prima", "show", BUNDLE)
+    assert outcome.code == 0, outcome
+    assert outcome.stdout.startswith("workload ")
+
+
 # -- model multicore fit -------------------------------------------------------------------------
 def _rewrite_points(run_dir: Path, change: dict[str, str]) -> None:
     path = run_dir / POINTS_FILE
@@ -145,4 +194,74 @@ def test_multicore_fit_on_a_bad_run_directory(tmp_path: Path, spoil: str, proble
 def test_multicore_fit_on_a_file_or_an_empty_dir(tmp_path: Path) -> None:
     assert_refused(run_quell("model", "multicore", "fit", SCENARIO), "Not a directory")
     assert_refused(run_quell("model", "multicore", "fit", tmp_path), "No such file or directory")
+    assert list(tmp_path.iterdir()) == []
+
+
+# -- options out of range ------------------------------------------------------------------------
+PAPER = ["--mu1", "3301", "--mu2", "300", "--cores", "4"]
+
+
+@pytest.mark.parametrize(
+    ("args", "fragments"),
+    [
+        (["sim", "compare", "--seeds", "0", SCENARIO], ["--seeds"]),
+        (["sim", "compare", "--seeds", "10" * 12, SCENARIO], ["--seeds"]),
+        (["lab", "compare", "--attempts", "6", SCENARIO], ["--attempts"]),
+        (["lab", "compare", "--max-steal-pct", "nan", SCENARIO], ["--max-steal-pct"]),
+        (["lab", "compare", "--max-steal-pct", "101", SCENARIO], ["--max-steal-pct"]),
+        (["prima", "profile", SPEC, "--out", "OUT", "--repetitions", "0"], ["--repetitions"]),
+        (["prima", "profile", SPEC, "--out", "OUT", "--repetitions", "21"], ["--repetitions"]),
+        (["model", "multicore", "predict", *PAPER, "--rate", "x"], ["--rate"]),
+        (["scenario", "check", "--bogus", SCENARIO], ["No such option: --bogus"]),
+        (["scenario", "check", ROOT / "scenarios"], ["Invalid value for 'path'"]),
+    ],
+    ids=lambda v: " ".join(map(str, v)) if isinstance(v, list) else None,
+)
+def test_option_out_of_range_is_a_usage_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str | Path], fragments: list[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert_usage_error(run_quell(*args), *fragments)
+    assert list(tmp_path.iterdir()) == []  # no runs/ or OUT/
+
+
+@pytest.mark.parametrize(
+    ("args", "fragments"),
+    [
+        (["model", "multicore", "predict", *PAPER, "--rate", "nan"], ["rate[0]", "got nan"]),
+        (["model", "multicore", "predict", *PAPER, "--rate", "1e400"], ["rate[0]", "got inf"]),
+        (["model", "multicore", "predict", *PAPER, "--rate", "1", "--p", "2"], ["p: must be"]),
+        (["model", "multicore", "predict", *PAPER, "--rate", "1", "--capacity", "0"], ["N must"]),
+        (  # was a MemoryError: the model keeps one entry per core
+            ["model", "multicore", "predict", *PAPER, "--rate", "1", "--cores", "1" + "0" * 10],
+            ["cores: must be a whole number in [1, 8192], got 10000000000"],
+        ),
+        (
+            ["model", "multicore", "predict", *PAPER, "--rate", "1", "--discipline", "[b]x"],
+            ["[b]x"],
+        ),
+        (
+            ["prima", "profile", SPEC, "--out", "OUT", "--env", "moon"],
+            ["'moon': choose lab or sim"],
+        ),
+        (["model", "multicore", "measure", "--step-s", "1"], ["step_s: must be in [3, 60] s"]),
+        (["model", "multicore", "measure", "--rate", "inf"], ["rates_rps[0]"]),
+        (
+            ["model", "multicore", "measure", "--connections", "0", "--config", "bogus"],
+            ["connections: must be in", "unknown configuration 'bogus'"],
+        ),
+    ],
+    ids=lambda v: " ".join(map(str, v)) if isinstance(v, list) else None,
+)
+def test_option_value_the_command_refuses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str | Path], fragments: list[str]
+) -> None:
+    import quell.studies.multicore.measure as measure
+
+    def never(*_: object) -> Path:
+        raise AssertionError("the measurement would have started")
+
+    monkeypatch.setattr(measure, "unique_run_dir", never)
+    monkeypatch.chdir(tmp_path)
+    assert_refused(run_quell(*args), *fragments)
     assert list(tmp_path.iterdir()) == []

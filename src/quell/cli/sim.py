@@ -89,6 +89,7 @@ Seeds = Annotated[
     typer.Option(
         "--seeds",
         min=1,
+        max=1000,
         help="Run the whole comparison on this many seeds (the scenario's seed and the ones "
         "after it) and print each policy's spread and its paired difference from the first.",
     ),

@@ -48,6 +48,8 @@ CONFLUENT_GAP = 0.05
 recurrence (its rounding error grows like ε/gap² through two levels of differences)."""
 
 MAX_CAPACITY = 1_000_000
+MAX_CORES = 8192
+"""The most cores a model has (Linux's largest ``NR_CPUS``); each core is a list entry."""
 
 
 # -- complete homogeneous symmetric polynomials ------------------------------------------------
@@ -358,8 +360,8 @@ class MulticoreModel:
     def problems(self) -> list[Problem]:
         out: list[Problem] = []
         n, m = self.cores, self.interrupt_cores
-        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-            out.append(Problem("cores", f"must be a whole number ≥ 1, got {n!r}"))
+        if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_CORES:
+            out.append(Problem("cores", f"must be a whole number in [1, {MAX_CORES}], got {n!r}"))
         if not isinstance(m, int) or isinstance(m, bool) or m < 1:
             out.append(Problem("interrupt_cores", f"must be a whole number ≥ 1, got {m!r}"))
         elif isinstance(n, int) and n >= 1 and m > n:
