@@ -120,7 +120,7 @@ def test_non_utf8_names_the_offset_of_the_first_bad_byte(tmp_path: Path) -> None
 @pytest.mark.parametrize("text", ["", "\n\n", "# only a comment\n"])
 def test_a_file_without_a_document_is_refused(tmp_path: Path, text: str) -> None:
     path = write(tmp_path / "empty.yaml", text)
-    assert refusal(load_yaml, path) == "no YAML document (the file is empty)"
+    assert refusal(load_yaml, path) == "no YAML document (the file is empty or only comments)"
 
 
 def test_python_tags_are_not_constructed(tmp_path: Path) -> None:

@@ -189,7 +189,9 @@ def parse_yaml(text: str, source: str) -> Any:
     try:
         node = loader.get_single_node()
         if node is None:
-            raise InputError(source, [Problem("", "no YAML document (the file is empty)")])
+            raise InputError(
+                source, [Problem("", "no YAML document (the file is empty or only comments)")]
+            )
         problems = _node_problems(node)
         if problems:
             raise InputError(source, problems)
