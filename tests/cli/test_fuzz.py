@@ -34,6 +34,8 @@ import yaml
 import quell.experiment.lab
 import quell.experiment.sim
 from quell.core.files import MAX_FILE_BYTES
+from quell.errors import InputError
+from quell.studies.prima.profile import load_profile_spec
 from tests.cli.inprocess import Outcome, run_quell
 
 SEED = 20_240_607
@@ -542,6 +544,20 @@ def _check(m: Mutant, outcome: Outcome, command: str, path: str) -> None:
         assert outcome.stderr.startswith(f"error: {path}: "), f"{where}: {outcome.stderr[:300]}"
 
 
+PROFILE_SPECS = frozenset(p for p in SOURCES if load(p.read_bytes()).keys() >= {"util_levels_pct"})
+"""Sources that are profile specs (``quell prima profile`` runs cells, so they are read with
+``load_profile_spec`` itself, besides ``scenario check``)."""
+
+
+def _check_profile_spec(m: Mutant, path: str) -> None:
+    try:
+        load_profile_spec(Path(path))
+    except InputError as exc:
+        assert exc.exit_code == 2 and exc.problems, m.label
+    except Exception as exc:  # as in _run
+        pytest.fail(f"{m.label}: load_profile_spec raised {exc!r}\n{traceback.format_exc()}")
+
+
 @pytest.mark.parametrize(
     "k", range(len(PLAN)), ids=[f"mutant-{k:04d}-{f}-{s.stem}" for k, (f, s) in enumerate(PLAN)]
 )
@@ -549,6 +565,8 @@ def test_mutant(k: int, tree: Path, runners: list[str]) -> None:
     m = mutant(k)
     path = _write(m, tree)
     _check(m, _run(m, "scenario", "check", path), "scenario check", path)
+    if m.source in PROFILE_SPECS and m.path is None:
+        _check_profile_spec(m, path)
     if m.family in REFUSED_FAMILIES:
         runs = tree / f"runs-{k:04d}"
         for command in ("sim", "lab"):
@@ -564,6 +582,7 @@ def test_the_plan_is_large_and_covers_every_family() -> None:
     families = {f for f, _ in PLAN}
     assert set(FAMILIES) <= families and {f"fixed-{n}" for n in FIXED} <= families
     assert {s for _, s in PLAN} == set(SOURCES)
+    assert len(PROFILE_SPECS) >= 4
 
 
 def test_mutants_are_rebuilt_alike_from_their_seed() -> None:
