@@ -313,3 +313,23 @@ def test_a_profile_specs_base_scenario_is_read_as_a_scenario(
     with pytest.raises(InputError) as info:
         load_profile_spec(spec)
     assert problem in str(info.value)
+
+
+def test_a_cell_log_with_lines_that_are_no_cells_is_named(tmp_path: Path) -> None:
+    """A profile killed while appending a cell leaves half a line; resuming names it (it was a
+    JSONDecodeError) and measures nothing."""
+    spec, base = load_profile_spec(SPEC)
+    spec = spec.model_copy(update={"repetitions": 1})
+    Profiler(spec, base, tmp_path / "p", ClosedFormRunner(tmp_path / "runs")).train()
+    log = tmp_path / "p" / "cells.jsonl"
+    first, second, *_ = log.read_text().splitlines()
+    wrong = json.loads(second) | {"mean_rt_s": "fast"}
+    log.write_text(f"{first}\n{json.dumps(wrong)}\n{second[:40]}\n")
+    again = ClosedFormRunner(tmp_path / "runs2")
+    with pytest.raises(InputError) as info:
+        Profiler(spec, base, tmp_path / "p", again)
+    assert info.value.source == str(log)
+    assert [p.location for p in info.value.problems] == ["line 2", "line 3"]
+    assert "mean_rt_s: Input should be a valid number" in str(info.value.problems[0])
+    assert "Invalid JSON: EOF while parsing" in str(info.value.problems[1])
+    assert again.calls == 0

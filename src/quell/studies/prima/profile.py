@@ -25,9 +25,9 @@ from typing import Annotated, Literal
 
 import numpy as np
 import yaml
-from pydantic import Field, ValidationError
+from pydantic import Field, TypeAdapter, ValidationError
 
-from quell.core.files import load_yaml
+from quell.core.files import load_yaml, read_text
 from quell.core.observation import STEAL_SUSPECT_PCT
 from quell.core.schema import StrictModel, validation_problems
 from quell.errors import InputError, Problem
@@ -122,6 +122,29 @@ class CellResult:
     @property
     def key(self) -> str:
         return cell_key(self.kind, self.util_target_pct, self.interference_mbit, self.repetition)
+
+
+MAX_CELL_LOG_BYTES = 1 << 28
+"""The largest ``cells.jsonl`` read (256 MiB; a cell's line is about a kilobyte)."""
+_CELL = TypeAdapter(CellResult)
+
+
+def read_cells(path: Path) -> list[CellResult]:
+    """The cells ``path`` (a profile's ``cells.jsonl``) records, in order. A line that is not
+    one (cut short when a run was killed while writing it, edited by hand) raises
+    ``InputError`` naming the file and each such line: remove a line to measure its cell again."""
+    cells, problems = [], []
+    text = read_text(path, "cell log", MAX_CELL_LOG_BYTES)
+    for n, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            cells.append(_CELL.validate_json(line))
+        except ValidationError as err:
+            problems += [Problem(f"line {n}", str(p)) for p in validation_problems(err)]
+    if problems:
+        raise InputError(str(path), problems)
+    return cells
 
 
 @dataclass(frozen=True)
@@ -278,10 +301,7 @@ class Profiler:
         self.over_steal: list[str] = []
         """Cells kept in this sitting although every attempt exceeded ``max_steal_pct``."""
         if self.log_path.exists():
-            for line in self.log_path.read_text().splitlines():
-                if line.strip():
-                    r = CellResult(**json.loads(line))
-                    self.done_[r.key] = r
+            self.done_ = {r.key: r for r in read_cells(self.log_path)}
 
     # -- the plan ------------------------------------------------------------------------------
     def model_cells(self) -> Iterator[tuple[float, float, int]]:
