@@ -9,9 +9,10 @@ import pytest
 from scipy.optimize import minimize_scalar
 
 from quell.core.rng import component_rng
+from quell.errors import InputError
 from quell.scenario import parse_scenario
 from quell.scenario.schedule import build_schedule
-from quell.workload.arrival import Mmpp2, Poisson, index_of_dispersion
+from quell.workload.arrival import Mmpp2, Poisson, Trace, index_of_dispersion
 from quell.workload.schedule import RequestSchedule
 from quell.workload.sessions import VideoFile, video_files, zipf_probabilities
 
@@ -126,3 +127,22 @@ def test_a_catalog_seed_fixes_the_videos_whatever_the_scenario_seed() -> None:
     # without it, each scenario seed draws its own library
     c, d = sizes(schedule(1, None)), sizes(schedule(2, None))
     assert any(c[p] != d[p] for p in c.keys() & d.keys())
+
+
+def test_a_trace_names_every_line_that_is_no_time(tmp_path: Path) -> None:
+    """nan, inf and text are refused (nan and inf were read as times, and the run went on)."""
+    path = tmp_path / "arrivals.txt"
+    path.write_text("# t_s\n0.5\nnan\n1.0, GET /a\ninf\n1.5 s\n" + "x\n" * 12 + "2.0\n")
+    with pytest.raises(InputError) as info:
+        Trace.from_file(path)
+    assert info.value.source == str(path)
+    assert [str(p) for p in info.value.problems[:4]] == [
+        "line 3: not a time in seconds: 'nan'",
+        "line 5: not a time in seconds: 'inf'",
+        "line 6: not a time in seconds: '1.5 s'",
+        "line 7: not a time in seconds: 'x'",
+    ]
+    assert len(info.value.problems) == 11
+    assert str(info.value.problems[-1]) == "5 more lines are not times in seconds"
+    path.write_text("0.5\n1.0, GET /a\n2\n")
+    assert Trace.from_file(path, 2.0).arrivals_s == (0.5, 1.0, 2.0)

@@ -4,6 +4,7 @@ generator or consumed by the simulator. New processes register in ``PROCESSES``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,8 @@ Times = NDArray[np.float64]
 MAX_TRACE_BYTES = 1 << 30
 """The largest trace file read (1 GiB, some 80 million arrival times; a workload sends at most
 50 million requests)."""
+MAX_LINES_NAMED = 10
+"""The most bad lines of a trace named in one error; the last one then says there are more."""
 
 
 class ArrivalProcess(Protocol):
@@ -193,16 +196,26 @@ class Trace:
     def from_file(cls, path: Path, time_scale: float = 1.0) -> Trace:
         text = read_text(path, "trace", MAX_TRACE_BYTES)
         values: list[float] = []
+        bad: list[Problem] = []
+        unnamed = 0
         for n, line in enumerate(text.splitlines(), start=1):
             line = line.strip()
             if not line or line.startswith("#"):
                 continue
             try:
-                values.append(float(line.split(",")[0]))
+                value = float(line.split(",")[0])
             except ValueError:
-                raise InputError(
-                    str(path), [Problem(f"line {n}", f"not a time in seconds: {line[:40]!r}")]
-                ) from None
+                value = math.nan
+            if math.isfinite(value):
+                values.append(value)
+            elif len(bad) < MAX_LINES_NAMED:
+                bad.append(Problem(f"line {n}", f"not a time in seconds: {line[:40]!r}"))
+            else:
+                unnamed += 1
+        if unnamed:
+            bad.append(Problem("", f"{unnamed} more lines are not times in seconds"))
+        if bad:
+            raise InputError(str(path), bad)
         arr = np.array(values, dtype=np.float64)
         if arr.size and (np.any(np.diff(arr) < 0) or arr[0] < 0):
             raise InputError(str(path), [Problem("", "arrival times must be >= 0 and sorted")])
