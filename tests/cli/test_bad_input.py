@@ -10,10 +10,12 @@ import csv
 import io
 import json
 import os
+import re
 import sqlite3
 from pathlib import Path
 
 import pytest
+import yaml
 
 from quell.studies.multicore.measure import PLAN_FILE, POINTS_FILE
 from tests.cli.inprocess import assert_refused, assert_usage_error, run_quell
@@ -265,3 +267,24 @@ def test_option_value_the_command_refuses(
     monkeypatch.chdir(tmp_path)
     assert_refused(run_quell(*args), *fragments)
     assert list(tmp_path.iterdir()) == []
+
+
+# -- names that become paths ---------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["../../../escaped", "$(reboot);`id`|x &", "a\nb\x00c", "/etc"])
+def test_a_scenario_name_stays_inside_the_runs_directory(tmp_path: Path, name: str) -> None:
+    """The run directory is named after the scenario; '../../../escaped' made one outside
+    --runs-dir (and a name ending in '/etc/shadow' a FileExistsError as root)."""
+    doc = yaml.safe_load(SCENARIO.read_text()) | {"name": name, "duration_s": 20}
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(yaml.safe_dump(doc))
+    runs = tmp_path / "a" / "b" / "runs"
+    outcome = run_quell("sim", "run", scenario, "--runs-dir", runs)
+    assert outcome.code == 0, outcome
+    (run_dir,) = runs.iterdir()
+    assert (run_dir / "run.db").is_file()
+    assert re.fullmatch(r"\d{8}-\d{6}-sim-[A-Za-z0-9._-]+", run_dir.name), run_dir.name
+    assert sorted(p.name for p in tmp_path.rglob("*") if p.is_dir() and runs not in p.parents) == [
+        "a",
+        "b",
+        "runs",
+    ]

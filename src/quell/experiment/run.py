@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import shutil
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -111,10 +112,16 @@ def scenario_loop(
     )
 
 
+_PLAIN = re.compile(r"[^A-Za-z0-9._-]+")
+
+
 def unique_run_dir(root: Path, label: str) -> Path:
-    """``root/<timestamp>-<label>``, with ``-2``, ``-3``... if that exists already."""
+    """``root/<timestamp>-<label>``, with ``-2``, ``-3``... if that exists already. ``label``
+    (which carries a scenario's free-text name) keeps letters, digits, '.', '_' and '-', each
+    run of anything else becoming one '_': the directory is one plain name inside ``root``,
+    whatever the name holds ('../../etc', '$(reboot)', a newline)."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    base = root / f"{stamp}-{label}"
+    base = root / f"{stamp}-{_PLAIN.sub('_', label)}"
     path, k = base, 1
     while path.exists():
         k += 1
