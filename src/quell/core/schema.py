@@ -3,7 +3,10 @@ profile specs) and the one way their validation errors become ``Problem``s."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+import unicodedata
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from quell.errors import Problem
 
@@ -12,6 +15,17 @@ class StrictModel(BaseModel):
     """Unknown keys are refused, types are not coerced ("1" is not 1), values are frozen."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+def _printable(text: str) -> str:
+    if any(unicodedata.category(c) == "Cc" for c in text):
+        raise ValueError("must not hold control characters (a newline, a tab, an escape)")
+    return text
+
+
+Name = Annotated[str, Field(min_length=1, max_length=80), AfterValidator(_printable)]
+"""A name shown on the terminal and in reports: one line of printable text, so a name from a
+file cannot move the cursor, clear the screen or retitle the window."""
 
 
 def location(loc: tuple[int | str, ...], skip: frozenset[str] = frozenset()) -> str:

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
-from quell.core.schema import StrictModel
+from quell.core.schema import Name, StrictModel
 from quell.policy import POLICIES
 from quell.scenario.service import ServiceModel
 from quell.workload.spec import ArrivalSpec, SessionSpec
@@ -169,7 +169,7 @@ class Target(StrictModel):
 
 
 class Scenario(StrictModel):
-    name: Annotated[str, Field(min_length=1, max_length=80)]
+    name: Name
     description: str = ""
     seed: Annotated[int, Field(ge=0)] = 0
     duration_s: Annotated[float, Field(gt=0, le=86_400)]

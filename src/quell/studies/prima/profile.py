@@ -29,7 +29,7 @@ from pydantic import Field, TypeAdapter, ValidationError
 
 from quell.core.files import load_yaml, read_text
 from quell.core.observation import STEAL_SUSPECT_PCT
-from quell.core.schema import StrictModel, validation_problems
+from quell.core.schema import Name, StrictModel, validation_problems
 from quell.errors import InputError, Problem
 from quell.experiment.run import least_stolen
 from quell.models.bundle import BundleMeta, ModelBundle, build_bundle
@@ -77,7 +77,7 @@ class Training(StrictModel):
 class ProfileSpec(StrictModel):
     """What ``quell prima profile`` measures (a YAML file)."""
 
-    name: Annotated[str, Field(min_length=1, max_length=80)]
+    name: Name
     workload: Annotated[str, Field(min_length=1)]
     instance_type: Annotated[str, Field(min_length=1)]
     scenario: Annotated[str, Field(min_length=1)]
