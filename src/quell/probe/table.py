@@ -7,13 +7,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 from quell.errors import InputError, Problem
 
 
 def confidence_width(samples: Sequence[float], confidence: float = 0.95) -> float:
     """Full width of the Student-t confidence interval of the mean (``inf`` below 2 samples)."""
+    from scipy import stats  # slow to import, and only probe training needs it
+
     x = np.asarray(samples, dtype=float)
     if x.size < 2:
         return float("inf")
