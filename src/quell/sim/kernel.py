@@ -23,9 +23,7 @@ arrays and is the only caller.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import numba
@@ -40,14 +38,16 @@ OK = 0
 NEED_SPACE = 1
 
 
-_CACHE_ON_DISK = os.access(Path(__file__).parent, os.W_OK) or "NUMBA_CACHE_DIR" in os.environ
-"""numba caches compiled code beside this file; where that is read-only (an installed package
-run by another user) it compiles in memory instead of failing."""
-
-
 def compiled(fn: F) -> F:
-    """Compile ``fn`` with numba (nopython; cached on disk where it can be)."""
-    return cast(F, numba.njit(cache=_CACHE_ON_DISK, error_model="numpy")(fn))
+    """Compile ``fn`` with numba (nopython) on first call, and cache the machine code on disk
+    for the next process. numba picks the cache directory: ``$NUMBA_CACHE_DIR`` when set, else
+    ``__pycache__`` beside this file when writable (a source checkout, an editable install),
+    else the user's ``~/.cache/numba`` (a read-only install). Where none is writable it
+    compiles in memory, in every process."""
+    try:
+        return cast(F, numba.njit(cache=True, error_model="numpy")(fn))
+    except RuntimeError:  # numba: "cannot cache function ...: no locator available"
+        return cast(F, numba.njit(cache=False, error_model="numpy")(fn))
 
 
 # -- indexed heap over ids with (k1, k2) lexicographic keys -------------------------------------
@@ -772,3 +772,4 @@ def drop_instance(i: int, res: Any, jobs: Any, inst: Any, queues: Any) -> int:
     i_wait[i] = 0
     qhead[i] = 0
     return dropped
+
