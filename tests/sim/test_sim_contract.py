@@ -4,6 +4,7 @@ instance at its own phase, and its latest completed download is in the observati
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -16,7 +17,7 @@ from quell.errors import ActionError
 from quell.policy.static import StaticPolicy
 from quell.scenario.model import Scenario
 from quell.sim import SimEnvironment
-from quell.sim.core import EventCore
+from quell.sim.core import EventCore, Records, interval_stats
 from tests.sim.build import build_scenario
 
 
@@ -157,6 +158,45 @@ def test_oldest_request_in_flight_leaves_probes_out() -> None:
     snap = observe_at(env, 10)
     ages = [o.extra.get("oldest_in_flight_seconds") for o in snap.instances.values()]
     assert all(a is None or 0.0 <= a < 10.0 for a in ages)
+
+
+def test_interval_stats_match_numpy_exactly() -> None:
+    """Counts, sums and quantiles of an interval's records, as numpy computes them: one
+    instance with none, refused requests (response time -1) and unrouted ones (instance -1),
+    records split over several runs of the core, ties."""
+    rng = np.random.default_rng(5)
+    n, size = 4, 5000
+    inst = rng.integers(-1, n - 1, size)  # instance 3 gets nothing
+    rt = np.round(rng.exponential(0.05, size), 4)
+    rt[rng.random(size) < 0.05] = -1.0
+    cut = [0, 1200, 1201, 3700, size]
+    records = [
+        Records(inst[a:b], rt[a:b], rt[a:b], rt[a:b], np.zeros(n), np.zeros(n))
+        for a, b in pairwise(cut)
+    ]
+    quantiles = (0.5, 0.95, 0.99)
+    got = interval_stats(records, n, quantiles)
+    ok = (inst >= 0) & (rt >= 0)
+    inst_ok, rt_ok = inst[ok], rt[ok]
+    counts = np.bincount(inst_ok, minlength=n)
+    assert got.requests.tolist() == counts.tolist()
+    assert got.rt_sum_s.tolist() == np.bincount(inst_ok, weights=rt_ok, minlength=n).tolist()
+    assert got.unrouted == int(np.count_nonzero(inst < 0))
+    for i in range(n):
+        mine = rt_ok[inst_ok == i]
+        for k, q in enumerate(quantiles):
+            if mine.size == 0:
+                assert np.isnan(got.rt_quantiles_s[k, i])
+                continue
+            ordered = np.sort(mine)
+            pos = (mine.size - 1) * q
+            lo = int(np.floor(pos))
+            hi = min(lo + 1, mine.size - 1)
+            frac = pos - lo
+            assert got.rt_quantiles_s[k, i] == ordered[lo] * (1 - frac) + ordered[hi] * frac
+            assert got.rt_quantiles_s[k, i] == pytest.approx(np.quantile(mine, q), rel=1e-12)
+    empty = interval_stats([], n, quantiles)
+    assert empty.requests.tolist() == [0] * n and np.isnan(empty.rt_quantiles_s).all()
 
 
 def test_the_core_adds_up_every_probe_that_completes() -> None:

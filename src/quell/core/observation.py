@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 
@@ -45,7 +45,7 @@ class Observation:
     """Open mapping for metrics that later systems add (severity factor, CPI...)."""
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        d = {name: getattr(self, name) for name in OBSERVATION_FIELDS}
         d["extra"] = dict(self.extra)
         return d
 

@@ -3,6 +3,7 @@ that moves it forward in time. The theory tests, the bench and ``SimEnvironment`
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -245,19 +246,9 @@ class EventCore:
     def oldest_start_s(self) -> NDArray[np.float64]:
         """Per instance, the arrival time of its oldest request in service or waiting (probes
         left out); ``inf`` for an instance that holds none."""
-        out = np.full(self.n_instances, np.inf)
-        n = self.r_n_
-        total = int(n.sum())
-        if total:
-            within = np.arange(total) - np.repeat(np.cumsum(n) - n, n)
-            k = np.repeat(self._r_off, n) + within
-            inst = self._jobs[2][k]
-            req = inst >= 0
-            np.minimum.at(out, inst[req], self._jobs[1][k][req])
-        waiting = np.flatnonzero(self.i_wait_ > 0)
-        if waiting.size:  # each queue is FIFO: its head is its oldest
-            head = self._qpool[0][self._q_off[waiting] + self._qhead[waiting]]
-            out[waiting] = np.minimum(out[waiting], head)
+        out: NDArray[np.float64] = kernel.oldest_start(
+            self._res(), self._jobs, self._inst(), self._queues()
+        )
         return out
 
     # -- running -----------------------------------------------------------------------------
@@ -318,6 +309,35 @@ class EventCore:
         self.now_s_ = float(t_end_s)
         n = int(cursor[3])
         return Records(out[0][:n], out[1][:n], out[2][:n], out[3][:n], probe_rt[0], probe_rt[1])
+
+
+@dataclass(frozen=True)
+class IntervalStats:
+    """What one interval's records add up to, per instance: completed requests, the sum of
+    their response times, and the response-time quantiles asked for (one row per quantile, NaN
+    where none completed); and the requests no server was eligible for."""
+
+    requests: NDArray[np.int64]
+    rt_sum_s: NDArray[np.float64]
+    rt_quantiles_s: NDArray[np.float64]
+    unrouted: int
+
+
+def interval_stats(
+    records: Sequence[Records], n_instances: int, quantiles: Sequence[float]
+) -> IntervalStats:
+    """Add up ``records`` (one interval's, in order) for ``n_instances`` instances."""
+    if len(records) == 1:
+        inst, rt = records[0].instance, records[0].rt_s
+    elif records:
+        inst = np.concatenate([r.instance for r in records])
+        rt = np.concatenate([r.rt_s for r in records])
+    else:
+        inst, rt = _EMPTY_I, _EMPTY_F
+    counts, sums, quant, unrouted = kernel.interval_stats(
+        inst, rt, n_instances, np.asarray(quantiles, dtype=np.float64)
+    )
+    return IntervalStats(counts, sums, quant, int(unrouted))
 
 
 def _compact(

@@ -33,7 +33,7 @@ from quell.probe.severity import PROBE_COUNT_KEY, PROBE_KEY
 from quell.scenario.model import Event, Fio, Iperf3, Scenario, StressNg
 from quell.scenario.schedule import build_schedule
 from quell.scenario.service import ServiceModel
-from quell.sim.core import Algorithm, EventCore, Records
+from quell.sim.core import Algorithm, EventCore, Records, interval_stats
 from quell.sim.service import (
     MAX_TAKEN_SHARE,
     draw_sizes,
@@ -268,6 +268,8 @@ class SimEnvironment:
     ) -> tuple[NDArray[np.float64], NDArray[np.int64], NDArray[np.float64]]:
         """The capacity changes of ``service.interference`` in ``[now, t_next)``."""
         k0 = self._it_cursor
+        if k0 == self._it_t.size:  # no change left
+            return np.empty(0), np.empty(0, dtype=np.int64), np.empty(0)
         k1 = int(np.searchsorted(self._it_t, t_next, side="left"))
         self._it_cursor = k1
         times = self._it_t[k0:k1]
@@ -284,8 +286,10 @@ class SimEnvironment:
     def _probes_until(self, t_next: float) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
         """Probe times in ``[now, t_next)`` and their instances, sorted by time."""
         probe = self.scenario.probe
+        if probe is None:
+            return np.empty(0), np.empty(0, dtype=np.int64)
         due = np.flatnonzero(self._probe_next < t_next)
-        if probe is None or due.size == 0:
+        if due.size == 0:
             return np.empty(0), np.empty(0, dtype=np.int64)
         period = probe.period_s
         first = self._probe_next[due]
@@ -398,27 +402,10 @@ class SimEnvironment:
     def _snapshot(self, t: float, interval: float) -> Snapshot:
         core = self.core_
         n = core.n_instances
-        recs = [r for r in self._pending if len(r)]
+        stats = interval_stats([r for r in self._pending if len(r)], n, _QUANTILES)
         self._pending = []
-        inst = np.concatenate([r.instance for r in recs]) if recs else np.empty(0, np.int64)
-        rt = np.concatenate([r.rt_s for r in recs]) if recs else np.empty(0)
-        self.lb_refused_total_ += int(np.count_nonzero(inst < 0))
-        ok = (inst >= 0) & (rt >= 0)
-        inst_ok, rt_ok = inst[ok], rt[ok]
-        counts = np.bincount(inst_ok, minlength=n)
-        sums = np.bincount(inst_ok, weights=rt_ok, minlength=n)
-        order = np.lexsort((rt_ok, inst_ok))
-        rt_sorted = rt_ok[order]
-        first = np.cumsum(counts) - counts
-        quant = np.full((len(_QUANTILES), n), np.nan)
-        has = counts > 0
-        for k, q in enumerate(_QUANTILES):
-            pos = (counts[has] - 1) * q
-            lo = np.floor(pos).astype(np.int64)
-            hi = np.minimum(lo + 1, counts[has] - 1)
-            frac = pos - lo
-            base = first[has]
-            quant[k, has] = rt_sorted[base + lo] * (1 - frac) + rt_sorted[base + hi] * frac
+        self.lb_refused_total_ += stats.unrouted
+        counts, sums, quant = stats.requests, stats.rt_sum_s, stats.rt_quantiles_s
         rej = core.i_rej_ - self._last_rej
         self._last_rej = core.i_rej_.copy()
         link_util = self._link_util(interval)

@@ -17,8 +17,8 @@ Design for speed:
   (offset + capacity); a full slab moves to the end of its pool at twice the size, and when a pool
   is exhausted the loop returns ``NEED_SPACE`` so the caller can compact/grow it and resume.
 
-The functions here are pure state transitions on arrays; ``quell.sim.core.EventCore`` owns the
-arrays and is the only caller.
+The functions here are pure state transitions on arrays, and the sums over an interval's
+records; ``quell.sim.core.EventCore`` owns the arrays, and ``quell.sim.core`` is the only caller.
 """
 
 from __future__ import annotations
@@ -773,3 +773,77 @@ def drop_instance(i: int, res: Any, jobs: Any, inst: Any, queues: Any) -> int:
     qhead[i] = 0
     return dropped
 
+
+# -- what an interval's records add up to -------------------------------------------------------
+
+
+@compiled
+def interval_stats(inst: Any, rt: Any, n: int, quantiles: Any) -> Any:
+    """Per instance over one interval's records (``inst``, ``rt``: instance and response time,
+    -1 for none): completed requests, the sum of their response times, and each of
+    ``quantiles`` of them (linear between order statistics, NaN for an instance with none);
+    and how many requests no server was eligible for. The sums add in record order, as
+    ``np.bincount`` does."""
+    counts = np.zeros(n, dtype=np.int64)
+    sums = np.zeros(n)
+    unrouted = 0
+    for k in range(inst.size):
+        i = inst[k]
+        if i < 0:
+            unrouted += 1
+        elif rt[k] >= 0.0:
+            counts[i] += 1
+            sums[i] += rt[k]
+    first = np.empty(n, dtype=np.int64)
+    total = 0
+    for i in range(n):
+        first[i] = total
+        total += counts[i]
+    fill = first.copy()
+    grouped = np.empty(total)
+    for k in range(inst.size):
+        i = inst[k]
+        if i >= 0 and rt[k] >= 0.0:
+            grouped[fill[i]] = rt[k]
+            fill[i] += 1
+    quant = np.full((quantiles.size, n), np.nan)
+    pos = np.empty(quantiles.size)
+    ranks = np.empty(2 * quantiles.size, dtype=np.int64)  # each quantile's two neighbours
+    for i in range(n):
+        c = counts[i]
+        if c == 0:
+            continue
+        for q in range(quantiles.size):
+            pos[q] = (c - 1) * quantiles[q]
+            ranks[2 * q] = np.int64(np.floor(pos[q]))
+            ranks[2 * q + 1] = min(ranks[2 * q] + 1, c - 1)
+        # only the order statistics at ``ranks`` are needed: a partial sort puts them in place
+        ordered = np.partition(grouped[first[i] : first[i] + c], ranks)
+        for q in range(quantiles.size):
+            lo, hi = ranks[2 * q], ranks[2 * q + 1]
+            frac = pos[q] - lo
+            quant[q, i] = ordered[lo] * (1 - frac) + ordered[hi] * frac
+    return counts, sums, quant, unrouted
+
+
+@compiled
+def oldest_start(res: Any, jobs: Any, inst: Any, queues: Any) -> Any:
+    """Per instance, the arrival time of its oldest request in service (probes left out) or at
+    the head of its wait queue; ``inf`` for an instance that holds none."""
+    r_n, r_off = res[3], res[7]
+    jstart, jinst = jobs[1], jobs[2]
+    i_wait = inst[7]
+    q_off, qhead, qst = queues[0], queues[2], queues[3]
+    out = np.full(i_wait.size, np.inf)
+    for r in range(r_n.size):
+        o = r_off[r]
+        for k in range(o, o + r_n[r]):
+            i = jinst[k]
+            if i >= 0 and jstart[k] < out[i]:
+                out[i] = jstart[k]
+    for i in range(i_wait.size):
+        if i_wait[i] > 0:
+            head = qst[q_off[i] + qhead[i]]
+            if head < out[i]:
+                out[i] = head
+    return out

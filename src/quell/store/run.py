@@ -7,6 +7,7 @@ to a plain rollback journal, so a finished run is the one file and readers leave
 from __future__ import annotations
 
 import json
+import operator
 import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
@@ -22,6 +23,11 @@ from quell.errors import InputError, Problem
 
 DB_NAME = "run.db"
 _OBS_COLS = ", ".join(OBSERVATION_FIELDS)
+_INSERT_OBSERVATION = (
+    f"INSERT INTO observations VALUES ({', '.join('?' * (len(OBSERVATION_FIELDS) + 1))})"
+)
+_observation_values = operator.attrgetter(*OBSERVATION_FIELDS)
+"""An observation's columns, in ``OBSERVATION_FIELDS`` order, as one tuple."""
 
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -108,14 +114,11 @@ class RunStore:
         self._conn.commit()
 
     def add_snapshot(self, snapshot: Snapshot) -> None:
-        rows = []
-        for obs in snapshot.instances.values():
-            d = obs.to_dict()
-            rows.append(
-                (*tuple(d[f] for f in OBSERVATION_FIELDS), json.dumps(d["extra"], sort_keys=True))
-            )
-        marks = ", ".join("?" * (len(OBSERVATION_FIELDS) + 1))
-        self._conn.executemany(f"INSERT INTO observations VALUES ({marks})", rows)
+        rows = [
+            (*_observation_values(obs), json.dumps(dict(obs.extra), sort_keys=True))
+            for obs in snapshot.instances.values()
+        ]
+        self._conn.executemany(_INSERT_OBSERVATION, rows)
 
     def add_requests(self, records: Iterable[RequestRecord]) -> None:
         self._conn.executemany(
