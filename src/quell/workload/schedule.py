@@ -37,6 +37,10 @@ def mix_schedule(
     size_of: dict[str, int],
     rng: np.random.Generator,
 ) -> RequestSchedule:
-    """Requests at ``times_s``, each for one of ``paths`` drawn with probabilities ∝ ``weights``."""
-    pick = rng.choice(len(paths), size=times_s.size, p=weights / weights.sum())
-    return RequestSchedule(times_s, pick.astype(np.int32), paths, tuple(size_of[p] for p in paths))
+    """Requests at ``times_s``, each for one of ``paths`` drawn with probabilities ∝ ``weights``
+    (with one path, nothing is drawn)."""
+    if len(paths) == 1:
+        pick = np.zeros(times_s.size, dtype=np.int32)
+    else:
+        pick = rng.choice(len(paths), size=times_s.size, p=weights / weights.sum()).astype(np.int32)
+    return RequestSchedule(times_s, pick, paths, tuple(size_of[p] for p in paths))
