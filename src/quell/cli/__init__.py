@@ -6,6 +6,7 @@ outside this package imports it."""
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections.abc import Sequence
 
@@ -47,3 +48,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     except KeyboardInterrupt:
         say("interrupted")
         raise SystemExit(130) from None
+    finally:
+        # The process ends here and its objects (modules, pydantic schemas, numba's compiler
+        # state) with it. Out of the cyclic collector's sight, they spare the interpreter's exit
+        # the full collections over them: about 0.25 s once numba is loaded.
+        gc.freeze()
