@@ -161,14 +161,16 @@ def run_scenario(
 ) -> dict[str, Any]:
     """Drive ``environment`` with ``policy`` for the scenario's duration; returns the summary."""
     phases = scenario.phases()
+    # checked once: isinstance against a runtime-checkable protocol inspects the class each time
+    requests = environment if isinstance(environment, RequestSource) else None
 
     def phase_at(t: float) -> str:
         return next((name for name, s, e in phases if s <= t < e), phases[-1][0])
 
     def on_snapshot(snap: Snapshot) -> None:
         store.add_snapshot(snap)
-        if isinstance(environment, RequestSource):
-            store.add_requests(environment.take_requests())
+        if requests is not None:
+            store.add_requests(requests.take_requests())
         store.commit()
         progress(snap.time_s, phase_at(snap.time_s - 1e-9))
 
@@ -191,8 +193,8 @@ def run_scenario(
         on_cycle_error=on_error,
     )
     report: LoopReport = loop.run()
-    if isinstance(environment, RequestSource):
-        store.add_requests(environment.take_requests())
+    if requests is not None:
+        store.add_requests(requests.take_requests())
     store.set_meta(cycle_errors=report.cycle_errors, ticks=report.ticks, finished_at=time.time())
     summary = summarize(store)
     (store.path / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")

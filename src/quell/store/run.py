@@ -121,10 +121,9 @@ class RunStore:
         self._conn.executemany(_INSERT_OBSERVATION, rows)
 
     def add_requests(self, records: Iterable[RequestRecord]) -> None:
-        self._conn.executemany(
-            "INSERT INTO requests VALUES (?, ?, ?, ?, ?, ?)",
-            ((r.send_s, r.latency_s, r.status, r.bytes, r.server, r.error) for r in records),
-        )
+        rows = [(r.send_s, r.latency_s, r.status, r.bytes, r.server, r.error) for r in records]
+        if rows:
+            self._conn.executemany("INSERT INTO requests VALUES (?, ?, ?, ?, ?, ?)", rows)
 
     def add_event(self, time_s: float, kind: str, **detail: Any) -> None:
         self._conn.execute(
