@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 from collections.abc import Sequence
 
 import typer
@@ -37,6 +38,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Run the command line on ``argv`` (default: the process's own arguments) and exit with
     its code: 0, 2 for bad input (``QuellError.exit_code``), 130 when interrupted."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    # quell's linear algebra is a few dot products of short vectors. Left to their default,
+    # numpy's and scipy's OpenBLAS each start a thread per core when loaded, which spin waiting
+    # for work and take CPU from the command (most on a busy machine). Set before either loads.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
         if argv is None:
             app()
