@@ -21,10 +21,15 @@ def sim_run(
 ) -> None:
     """Simulate a scenario: same format, run directory and summary as `quell lab run`."""
     from quell.cli.console import emit_summary, progress_bar
-    from quell.experiment.sim import run_sim
-    from quell.scenario import load_scenario
+    from quell.cli.startup import loading
 
-    scenario = load_scenario(path)
+    with loading():
+        from quell.experiment.sim import run_sim
+        from quell.scenario import load_scenario
+        from quell.sim.core import load_event_core
+
+        scenario = load_scenario(path)
+        load_event_core()
     summary = run_sim(
         scenario, path, runs_dir, lambda: progress_bar(scenario.duration_s, scenario.name)
     )
@@ -108,12 +113,18 @@ def sim_compare(
     `lc` runs with the balancer's least-connections algorithm, the others as the scenario says.
     With --seeds N, every seed's comparison is written as it finishes (seed-S/comparison.json)."""
     from quell.cli.console import emit_json, out_console, progress_bar, say
-    from quell.experiment.compare import COMPARISON_FILE, compare_seeds_in_sim, policy_runs
-    from quell.report.seeds import print_seed_summary
-    from quell.scenario import load_scenario
+    from quell.cli.startup import loading
 
-    scenario = load_scenario(path)
-    first = policy_runs(scenario, path.parent)  # bad parameters: refused before any bar shows
+    with loading():
+        from quell.experiment.compare import COMPARISON_FILE, compare_seeds_in_sim, policy_runs
+        from quell.report.seeds import print_seed_summary
+        from quell.scenario import load_scenario
+        from quell.sim.core import load_event_core
+
+        scenario = load_scenario(path)
+        # bad parameters: refused before any bar shows
+        first = policy_runs(scenario, path.parent)
+        load_event_core()
     per_run = scenario.duration_s * (1 + len(scenario.compare))
 
     def shown(doc: dict[str, Any]) -> None:

@@ -340,6 +340,16 @@ def interval_stats(
     return IntervalStats(counts, sums, quant, int(unrouted))
 
 
+def load_event_core() -> None:
+    """Load the compiled code a run calls at every interval now (from numba's disk cache;
+    compiled the first time) rather than at the first interval: a tiny run."""
+    core = EventCore()
+    core.add_instance(core.add_resource(1.0))
+    records = core.run(1.0, _f(0.5), _f(1.0))
+    interval_stats([records], 1, (0.5,))
+    core.oldest_start_s()
+
+
 def _compact(
     off: NDArray[np.int64],
     capn: NDArray[np.int64],
