@@ -247,7 +247,14 @@ class EventCore:
         """Per instance, the arrival time of its oldest request in service or waiting (probes
         left out); ``inf`` for an instance that holds none."""
         out: NDArray[np.float64] = kernel.oldest_start(
-            self._res(), self._jobs, self._inst(), self._queues()
+            self.r_n_,
+            self._r_off,
+            self._jobs[1],
+            self._jobs[2],
+            self.i_wait_,
+            self._q_off,
+            self._qhead,
+            self._qpool[0],
         )
         return out
 

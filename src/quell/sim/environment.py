@@ -260,6 +260,8 @@ class SimEnvironment:
         return float(self._nominal[r] - new)
 
     def _flush_taken(self, t: float) -> None:
+        if not self._taken.any():  # nothing taken: no area to add, and no time to keep
+            return
         self._taken_area += self._taken * (t - self._taken_t)
         self._taken_t[:] = t
 
@@ -353,15 +355,19 @@ class SimEnvironment:
                 done = np.bincount(core.i_res_, core.i_work_ - work0, minlength=streams.size)
                 left = self._nominal * (t_next - t_prev) - (self._taken_area - area0) - done
                 self._fill += np.where(streams, np.maximum(left, 0.0), 0.0)
-            for i, f in zip(self._chg_i[c0:c1], self._chg_f[c0:c1], strict=True):
-                self._slow[int(i)] = float(f)
+            if c1 > c0:
+                for i, f in zip(
+                    self._chg_i[c0:c1].tolist(), self._chg_f[c0:c1].tolist(), strict=True
+                ):
+                    self._slow[i] = f
             self._arr_cursor, self._chg_cursor = a1, c1
             self._pending.append(rec)
             if self.request_log_:
                 self._log.append(rec)
-            k = rec.probe_count.size
-            self._probe_sum[:k] += rec.probe_sum_s
-            self._probe_n[:k] += rec.probe_count
+            if self.scenario.probe is not None:
+                k = rec.probe_count.size
+                self._probe_sum[:k] += rec.probe_sum_s
+                self._probe_n[:k] += rec.probe_count
             for i, ready in list(self._booting.items()):
                 if ready <= core.now_s_:
                     core.set_eligible(i, True)

@@ -827,13 +827,12 @@ def interval_stats(inst: Any, rt: Any, n: int, quantiles: Any) -> Any:
 
 
 @compiled
-def oldest_start(res: Any, jobs: Any, inst: Any, queues: Any) -> Any:
+def oldest_start(
+    r_n: Any, r_off: Any, jstart: Any, jinst: Any, i_wait: Any, q_off: Any, qhead: Any, qst: Any
+) -> Any:
     """Per instance, the arrival time of its oldest request in service (probes left out) or at
-    the head of its wait queue; ``inf`` for an instance that holds none."""
-    r_n, r_off = res[3], res[7]
-    jstart, jinst = jobs[1], jobs[2]
-    i_wait = inst[7]
-    q_off, qhead, qst = queues[0], queues[2], queues[3]
+    the head of its wait queue; ``inf`` for an instance that holds none. (The arrays it reads,
+    not the argument groups: a call pays for every array it passes.)"""
     out = np.full(i_wait.size, np.inf)
     for r in range(r_n.size):
         o = r_off[r]
