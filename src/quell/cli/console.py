@@ -12,7 +12,6 @@ from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
 err_console = Console(stderr=True)
 out_console = Console()
@@ -21,6 +20,8 @@ out_console = Console()
 @contextmanager
 def progress_bar(total_s: float, label: str) -> Iterator[Callable[[float, str], None]]:
     """A bar over ``total_s`` seconds of run; the callable moves it and names the phase."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
     progress = Progress(
         TextColumn("[bold]{task.fields[phase]:<14}"),
         BarColumn(),
