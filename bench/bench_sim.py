@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from bench.simpy_mm1 import mm1_simpy
 
 from quell.experiment.run import scenario_loop
 from quell.policy.static import StaticPolicy
@@ -38,34 +39,6 @@ def mm1_core(n: int, rho: float = 0.8, seed: int = 1) -> tuple[float, float]:
     t0 = time.perf_counter()
     rec = core.run(float(arrivals[-1]) + 1e7, arrivals, sizes)
     return time.perf_counter() - t0, float(rec.rt_s.mean())
-
-
-def mm1_simpy(n: int, rho: float = 0.8, seed: int = 1) -> tuple[float, float]:
-    import simpy
-
-    rng = np.random.default_rng(seed)
-    gaps = rng.exponential(1.0 / rho, n)
-    sizes = rng.exponential(1.0, n)
-    env = simpy.Environment()
-    server = simpy.Resource(env, capacity=1)
-    total = [0.0]
-
-    def request(k: int) -> Any:
-        t = env.now
-        with server.request() as req:
-            yield req
-            yield env.timeout(sizes[k])
-        total[0] += env.now - t
-
-    def source() -> Any:
-        for k in range(n):
-            yield env.timeout(gaps[k])
-            env.process(request(k))
-
-    env.process(source())
-    t0 = time.perf_counter()
-    env.run()
-    return time.perf_counter() - t0, total[0] / n
 
 
 def fleet_scenario(instances: int, rate_per_instance: float, duration_s: float) -> Scenario:
