@@ -1,6 +1,6 @@
 """``python -m quell``: the same command line as the ``quell`` script."""
 
-from quell.cli import main
+from quell.cli import entry
 
 if __name__ == "__main__":
-    main()
+    entry()

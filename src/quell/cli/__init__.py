@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import gc
 import logging
-import os
 from collections.abc import Sequence
 
 import typer
@@ -19,6 +18,7 @@ from quell.cli.model import model_app
 from quell.cli.prima import prima_app
 from quell.cli.scenario import scenario_app
 from quell.cli.sim import sim_app
+from quell.cli.startup import own_process
 from quell.errors import QuellError
 
 app = typer.Typer(
@@ -38,10 +38,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Run the command line on ``argv`` (default: the process's own arguments) and exit with
     its code: 0, 2 for bad input (``QuellError.exit_code``), 130 when interrupted."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    # quell's linear algebra is a few dot products of short vectors. Left to their default,
-    # numpy's and scipy's OpenBLAS each start a thread per core when loaded, which spin waiting
-    # for work and take CPU from the command (most on a busy machine). Set before either loads.
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
         if argv is None:
             app()
@@ -53,6 +49,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     except KeyboardInterrupt:
         say("interrupted")
         raise SystemExit(130) from None
+
+
+def entry() -> None:
+    """``quell`` as a process of its own (the ``quell`` script, ``python -m quell``): ``main``,
+    with what holds for the whole process (``quell.cli.startup.own_process``). A program that
+    calls ``main`` itself keeps its own settings."""
+    own_process()
+    try:
+        main()
     finally:
         # The process ends here and its objects (modules, pydantic schemas, numba's compiler
         # state) with it. Out of the cyclic collector's sight, they spare the interpreter's exit
