@@ -19,22 +19,14 @@ import gzip
 import json
 import sqlite3
 from collections.abc import Iterator
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from quell.core.action import Action, Decision
+from quell.core.action import Decision
 from quell.core.observation import OBSERVATION_FIELDS, Observation, Snapshot
+from quell.store.run import action_dict
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def action_dict(a: Action) -> dict[str, Any]:
-    d: dict[str, Any] = {"type": type(a).__name__}
-    for f in fields(a):
-        value = getattr(a, f.name)
-        d[f.name] = dict(value) if f.name == "settings" else value
-    return d
 
 
 def decision_dict(d: Decision) -> dict[str, Any]:

@@ -123,8 +123,7 @@ def compare_in_sim(
         "oracle": oracle.to_dict() if oracle is not None else None,
         "policies": rows,
     }
-    (cmp_dir / COMPARISON_FILE).write_text(json.dumps(doc, indent=2) + "\n")
-    return doc
+    return _written(cmp_dir / COMPARISON_FILE, doc)
 
 
 def compare_seeds_in_sim(
@@ -173,8 +172,7 @@ def compare_seeds_in_sim(
         "policies": seed_summary(docs),
         "per_seed": [d["comparison_dir"] for d in docs],
     }
-    (cmp_dir / COMPARISON_FILE).write_text(json.dumps(summary, indent=2) + "\n")
-    return summary
+    return _written(cmp_dir / COMPARISON_FILE, summary)
 
 
 def compare_in_lab(
@@ -223,5 +221,10 @@ def compare_in_lab(
     cmp_dir = new_run_dir(runs_dir, scenario, "lab-compare")
     cmp_dir.mkdir(parents=True)
     out = cmp_dir / COMPARISON_FILE
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    return result, out
+    return _written(out, result), out
+
+
+def _written(path: Path, doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc``, once written to ``path`` as indented JSON."""
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+    return doc

@@ -61,7 +61,8 @@ class RequestRecord:
     error: str = ""
 
 
-def _action_dict(a: Action) -> dict[str, Any]:
+def action_dict(a: Action) -> dict[str, Any]:
+    """An action as the run store keeps it: its kind under ``type``, then its fields."""
     d: dict[str, Any] = {"type": type(a).__name__}
     for f in fields(a):
         value = getattr(a, f.name)
@@ -133,7 +134,7 @@ class RunStore:
         self._conn.commit()
 
     def add_decision(self, time_s: float, policy: str, decision: Decision) -> None:
-        actions = json.dumps([_action_dict(a) for a in decision.actions], sort_keys=True)
+        actions = json.dumps([action_dict(a) for a in decision.actions], sort_keys=True)
         detail = json.dumps(decision.detail, sort_keys=True, default=float)
         self._conn.execute(
             "INSERT INTO decisions VALUES (?, ?, ?, ?, ?)",
