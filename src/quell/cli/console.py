@@ -55,8 +55,9 @@ def emit_summary(summary: dict[str, Any], as_json: bool) -> None:
 
 
 def say(message: str, style: str | None = None) -> None:
-    """A diagnostic on stderr, printed literally, in ``style`` (e.g. ``"yellow"``)."""
-    err_console.print(message, style=style, markup=False, highlight=False)
+    """A diagnostic on stderr, printed literally, in ``style`` (e.g. ``"yellow"``), and not
+    wrapped (a path it names stays one piece to copy; the terminal wraps it)."""
+    err_console.print(message, style=style, markup=False, highlight=False, soft_wrap=True)
 
 
 def error(message: str) -> None:
