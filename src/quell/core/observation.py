@@ -63,6 +63,16 @@ at once (``SetMaxConn``; HAProxy's ``slim``). Absent when it has no such cap."""
 CPU_CAP_KEY = "cpu_cap_cpus"
 """``Observation.extra`` key: the CPU time the instance may use per period, in CPUs
 (``SetCpuCap``; its cgroup's quota over period). Absent when it is not capped."""
+SERVER_SETTING_KEYS = {
+    "max_request_workers": "server_max_request_workers",
+    "keepalive_timeout_s": "server_keepalive_timeout_s",
+    "php_max_children": "server_php_max_children",
+}
+"""``ReconfigureServer`` setting → the ``Observation.extra`` key that shows the value in force
+on the instance (as the server reports it, where it can), for servers that have it (apache)."""
+THROTTLED_KEY = "cfs_throttled_seconds"
+"""``Observation.extra`` key: time the instance's cgroup spent throttled by its CPU quota in the
+interval (cgroup ``cpu.stat`` ``throttled_usec``). Absent where it is not measured."""
 
 STEAL_SUSPECT_PCT = 0.5
 """The machine's mean CPU steal, in percent of its CPU time, above which a lab measurement is

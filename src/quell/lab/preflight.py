@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from quell.errors import InputError, PrerequisiteError, Problem
+from quell.lab.servers import SERVERS
 from quell.scenario.model import Scenario
 from quell.scenario.schedule import build_schedule
 
@@ -33,7 +34,11 @@ def scenario_problems(
         if which(b) is None:
             problems.append(Problem("", f"{b} is not installed (run `make install`)"))
     for k, inst in enumerate(scenario.instances):
-        if which(inst.server) is None:
+        if inst.server not in SERVERS:
+            problems.append(
+                Problem(f"instances[{k}].server", f"the lab cannot run {inst.server} yet")
+            )
+        elif which(inst.server) is None:
             problems.append(Problem(f"instances[{k}].server", f"{inst.server} is not installed"))
     for k, ant in enumerate(scenario.antagonists):
         binary = ANTAGONIST_BINARY[ant.kind]

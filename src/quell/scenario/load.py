@@ -20,7 +20,17 @@ def _pydantic_problems(err: ValidationError) -> list[Problem]:
 
 
 _TAGS = frozenset(
-    {"poisson", "deterministic", "schedule", "mmpp2", "trace", "stress-ng", "iperf3", "fio"}
+    {
+        "poisson",
+        "deterministic",
+        "schedule",
+        "mmpp2",
+        "trace",
+        "closed",
+        "stress-ng",
+        "iperf3",
+        "fio",
+    }
 )
 
 
@@ -43,21 +53,39 @@ def check_scenario(s: Scenario) -> list[Problem]:
             problems.append(Problem(f"instances[{k}].host", f"unknown host {inst.host!r}"))
         if inst.gzip and inst.server != "nginx":
             problems.append(Problem(f"instances[{k}].gzip", "gzip needs server: nginx"))
+        if inst.apache is not None and inst.server != "apache":
+            problems.append(
+                Problem(f"instances[{k}].apache", "apache settings need server: apache")
+            )
     for k, ant in enumerate(s.antagonists):
         if ant.host not in known_hosts:
             problems.append(Problem(f"antagonists[{k}].host", f"unknown host {ant.host!r}"))
     file_paths = [f.path for f in s.files]
-    for dup, n in Counter(file_paths).items():
+    page_paths = [p.path for p in s.pages]
+    for dup, n in Counter(file_paths + page_paths).items():
         if n > 1:
-            problems.append(Problem("files", f"path {dup!r} is listed {n} times"))
+            where = "pages" if dup in page_paths else "files"
+            problems.append(Problem(where, f"path {dup!r} is listed {n} times"))
     wl = s.workload
     if (wl.requests is None) == (wl.sessions is None):
         problems.append(Problem("workload", "give exactly one of 'requests' and 'sessions'"))
     for k, req in enumerate(wl.requests or []):
-        if req.path not in file_paths:
+        if req.path not in file_paths and req.path not in page_paths:
             problems.append(
-                Problem(f"workload.requests[{k}].path", f"{req.path!r} is not in files")
+                Problem(f"workload.requests[{k}].path", f"{req.path!r} is not in files or pages")
             )
+    if page_paths:
+        servers = {i.server for i in s.instances}
+        if s.scaling is not None:
+            servers.add(s.scaling.server)
+        if servers != {"apache"}:
+            problems.append(
+                Problem("pages", "PHP pages need every instance (and scaling.server) to be apache")
+            )
+    if getattr(wl.arrival, "process", "") == "closed" and wl.sessions is not None:
+        problems.append(
+            Problem("workload.sessions", "video sessions need an open-loop arrival process")
+        )
     arrival = wl.arrival
     if getattr(arrival, "process", "") == "schedule":
         for k, pt in enumerate(arrival.points):  # type: ignore[union-attr]

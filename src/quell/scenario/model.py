@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from quell.core.schema import Name, StrictModel
 from quell.policy import POLICIES
@@ -26,16 +26,59 @@ class Host(StrictModel):
     cpus: CpuList | None = None
 
 
+ServerKind = Literal["lighttpd", "nginx", "apache"]
+
+
+class ApacheSettings(StrictModel):
+    """Apache httpd (worker or event MPM) with php-fpm behind it (proxy_fcgi): the three
+    settings IC2 reconfigures, and the bounds they can move within by a graceful restart.
+
+    ``server_limit`` × ``threads_per_child`` is the most MaxRequestWorkers can become without a
+    full restart (Apache refuses to change ServerLimit or ThreadsPerChild on a graceful one), and
+    MaxRequestWorkers must be a multiple of ``threads_per_child``: Apache lowers a value that is
+    not, silently, so quell refuses it instead."""
+
+    mpm: Literal["worker", "event"] = "worker"
+    threads_per_child: Annotated[int, Field(ge=1, le=64)] = 8
+    server_limit: Annotated[int, Field(ge=1, le=256)] = 16
+    max_request_workers: Annotated[int, Field(ge=1, le=16_384)] = 32
+    """MaxRequestWorkers (the paper's MaxClients, MXC): requests served at once."""
+    keepalive_timeout_s: Annotated[float, Field(gt=0, le=300)] = 5.0
+    """KeepAliveTimeout (KAT): how long an idle kept-alive connection keeps its worker."""
+    php_max_children: Annotated[int, Field(ge=1, le=4096)] = 16
+    """php-fpm's pm.max_children (PHP): PHP requests executing at once."""
+
+    @model_validator(mode="after")
+    def _within_bounds(self) -> ApacheSettings:
+        problems = []
+        if self.max_request_workers % self.threads_per_child:
+            problems.append(
+                f"max_request_workers ({self.max_request_workers}) must be a multiple of "
+                f"threads_per_child ({self.threads_per_child})"
+            )
+        most = self.server_limit * self.threads_per_child
+        if self.max_request_workers > most:
+            problems.append(
+                f"max_request_workers ({self.max_request_workers}) must be at most "
+                f"server_limit × threads_per_child ({most})"
+            )
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
 class Instance(StrictModel):
     id: Identifier
     host: Identifier
-    server: Literal["lighttpd", "nginx"] = "lighttpd"
+    server: ServerKind = "lighttpd"
     cpus: CpuList | None = None
     """CPUs to pin the server to; defaults to the host's CPUs."""
     weight: Annotated[int, Field(ge=0, le=256)] = 100
     maxconn: Annotated[int, Field(ge=1, le=100_000)] | None = None
     gzip: bool = False
     """nginx only: compress responses on the fly (gzip level 9), which makes each request CPU-bound."""
+    apache: ApacheSettings | None = None
+    """apache only: its settings (default ``ApacheSettings()``)."""
 
 
 class FileSpec(StrictModel):
@@ -45,6 +88,17 @@ class FileSpec(StrictModel):
     size_bytes: Annotated[int, Field(gt=0, le=2_000_000_000)]
     compressible: bool = False
     """Fill with text (compresses well, so gzip burns CPU) instead of random bytes."""
+
+
+class PhpPage(StrictModel):
+    """A PHP page every apache instance serves. Each request reads ``touches`` random words of
+    an array of ``working_set_bytes`` (built once per php-fpm worker), so its time depends on
+    the cache it finds there and on the CPU it gets, then answers ``response_bytes``."""
+
+    path: Annotated[str, Field(pattern=r"^/[A-Za-z0-9._/-]{1,100}\.php$")]
+    working_set_bytes: Annotated[int, Field(ge=1024, le=2_000_000_000)]
+    touches: Annotated[int, Field(ge=1, le=100_000_000)]
+    response_bytes: Annotated[int, Field(ge=1, le=100_000_000)] = 1000
 
 
 class LoadBalancer(StrictModel):
@@ -159,7 +213,7 @@ class Scaling(StrictModel):
     """Delay between asking for an instance and it taking requests (stands for VM start-up)."""
     min_instances: Annotated[int, Field(ge=1)] = 1
     max_instances: Annotated[int, Field(ge=1)] | None = None
-    server: Literal["lighttpd", "nginx"] = "lighttpd"
+    server: ServerKind = "lighttpd"
 
 
 class Target(StrictModel):
@@ -179,6 +233,8 @@ class Scenario(StrictModel):
     instances: Annotated[list[Instance], Field(min_length=1)]
     load_balancer: LoadBalancer = LoadBalancer()
     files: Annotated[list[FileSpec], Field(min_length=1)]
+    pages: list[PhpPage] = []
+    """PHP pages the apache instances serve, beside the files."""
     workload: Workload
     antagonists: list[Antagonist] = []
     events: list[Event] = []

@@ -9,15 +9,29 @@ from pathlib import Path
 import numpy as np
 
 from quell.core.rng import component_rng
+from quell.errors import InputError, Problem
 from quell.scenario.model import Scenario
 from quell.workload.arrival import build_arrival
 from quell.workload.schedule import RequestSchedule, mix_schedule
 from quell.workload.sessions import video_schedule
+from quell.workload.spec import ClosedLoopSpec
 
 
 def build_schedule(scenario: Scenario, base_dir: Path = Path(".")) -> RequestSchedule:
-    """The full request schedule of a scenario, cut at ``workload.max_requests``."""
+    """The full request schedule of a scenario, cut at ``workload.max_requests``. Closed-loop
+    users have none (when they send depends on the answers): ``InputError``."""
     wl = scenario.workload
+    if isinstance(wl.arrival, ClosedLoopSpec):
+        raise InputError(
+            scenario.name,
+            [
+                Problem(
+                    "workload.arrival",
+                    "closed-loop users have no request schedule fixed in advance; this command "
+                    "needs an open-loop arrival process",
+                )
+            ],
+        )
     if wl.sessions is not None:
         sched = video_schedule(
             wl.sessions, wl.arrival, scenario.duration_s, scenario.seed, base_dir
@@ -31,7 +45,8 @@ def build_schedule(scenario: Scenario, base_dir: Path = Path(".")) -> RequestSch
             times,
             tuple(r.path for r in wl.requests),
             np.array([r.weight for r in wl.requests], dtype=np.float64),
-            {f.path: f.size_bytes for f in scenario.files},
+            {f.path: f.size_bytes for f in scenario.files}
+            | {p.path: p.response_bytes for p in scenario.pages},
             component_rng(scenario.seed, "workload/paths"),
         )
     return sched.cut(wl.max_requests)

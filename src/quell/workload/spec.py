@@ -52,10 +52,27 @@ class TraceSpec(StrictModel):
     time_scale: Annotated[float, Field(gt=0)] = 1.0
 
 
+class ClosedLoopSpec(StrictModel):
+    """Closed-loop users: each of ``users`` sends a request, waits for the whole answer, thinks
+    an exponential time of mean ``think_time_s`` and sends the next, on one kept-alive
+    connection when ``keepalive`` (a new connection per request otherwise). Users start evenly
+    over the first ``ramp_s``. The load follows the service: N / (R + Z) requests per second
+    (the interactive response-time law), so there is no schedule to precompute."""
+
+    process: Literal["closed"]
+    users: Annotated[int, Field(ge=1, le=100_000)]
+    think_time_s: Annotated[float, Field(ge=0, le=3600)]
+    keepalive: bool = True
+    ramp_s: Annotated[float, Field(ge=0, le=3600)] = 0.0
+
+
 ArrivalSpec = Annotated[
-    PoissonSpec | DeterministicSpec | ScheduleSpec | Mmpp2Spec | TraceSpec,
+    PoissonSpec | DeterministicSpec | ScheduleSpec | Mmpp2Spec | TraceSpec | ClosedLoopSpec,
     Field(discriminator="process"),
 ]
+"""How requests arrive: open-loop processes (a schedule fixed in advance) or closed-loop users."""
+
+OPEN_LOOP_PROCESSES = ("poisson", "deterministic", "schedule", "mmpp2", "trace")
 
 
 class SessionSpec(StrictModel):
