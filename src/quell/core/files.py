@@ -101,6 +101,15 @@ def load_json(path: Path, what: str = "file", max_bytes: int = MAX_FILE_BYTES) -
     return parse_json(read_text(path, what, max_bytes), str(path))
 
 
+def write_json(path: Path, document: Any) -> None:
+    """Write ``document`` as JSON to ``path`` atomically, through a temporary file beside it,
+    so a reader never sees half a file; folders made as needed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(document, indent=1) + "\n")
+    tmp.replace(path)
+
+
 def load_yaml(path: Path, what: str = "file", max_bytes: int = MAX_FILE_BYTES) -> Any:
     """The YAML document in ``path`` (``read_text``'s bounds), loaded safely (plain data only:
     no ``!!python`` tags), no deeper than ``MAX_DEPTH``, at most ``MAX_NODES`` values with its

@@ -4,11 +4,14 @@ profile specs) and the one way their validation errors become ``Problem``s."""
 from __future__ import annotations
 
 import unicodedata
-from typing import Annotated
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from quell.errors import Problem
+from quell.core.files import load_json
+from quell.errors import InputError, Problem
 
 
 class StrictModel(BaseModel):
@@ -59,3 +62,27 @@ def validation_problems(
             msg = msg.removeprefix("Value error, ")
         problems.append(Problem(where, msg))
     return problems
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def load_versioned(path: Path, what: str, fmt: str, readable: Sequence[int], model: type[M]) -> M:
+    """The JSON file at ``path`` (``quell.core.files.load_json``'s bounds) as ``model``, when its
+    ``format`` is ``fmt`` and its ``version`` one of ``readable``. A missing, unreadable,
+    corrupt or foreign file, another version, or a document ``model`` refuses raises
+    ``InputError`` naming every problem."""
+    source = str(path)
+    raw: Any = load_json(path, what)
+    if not isinstance(raw, dict) or raw.get("format") != fmt:
+        raise InputError(source, [Problem("format", f"not a quell {what} (expected {fmt!r})")])
+    if raw.get("version") not in readable:
+        message = (
+            f"{what} version {raw.get('version')!r}; this quell reads"
+            f" {', '.join(map(str, readable))}"
+        )
+        raise InputError(source, [Problem("version", message)])
+    try:
+        return model.model_validate(raw)
+    except ValidationError as err:
+        raise InputError(source, validation_problems(err)) from None

@@ -4,16 +4,15 @@ they were measured on. ``quell prima profile`` writes it; policies load it."""
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from quell.core.files import load_json
-from quell.core.schema import validation_problems
+from quell.core.files import write_json
+from quell.core.schema import load_versioned
 from quell.errors import InputError, Problem
 from quell.models.capacity import CapacityModel, InterferenceModel, ResponseTimeModel
 from quell.probe.table import ProbeTable
@@ -129,10 +128,7 @@ def build_bundle(
 
 def save_bundle(data: BundleData, path: Path) -> None:
     """Write atomically, so a reader never sees half a bundle."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data.model_dump(mode="json"), indent=1) + "\n")
-    tmp.replace(path)
+    write_json(path, data.model_dump(mode="json"))
 
 
 def _fit(data: BundleData, source: str) -> ModelBundle:
@@ -158,26 +154,7 @@ def load_bundle(path: Path, workload: str | None = None) -> ModelBundle:
     """Read and fit a bundle. A missing, unreadable, corrupt or foreign file, or one built for
     another ``workload``, raises ``InputError`` naming the problem."""
     source = str(path)
-    raw: Any = load_json(path, "model bundle")
-    if not isinstance(raw, dict) or raw.get("format") != FORMAT:
-        raise InputError(
-            source, [Problem("format", f"not a quell model bundle (expected {FORMAT!r})")]
-        )
-    if raw.get("version") not in READABLE:
-        raise InputError(
-            source,
-            [
-                Problem(
-                    "version",
-                    f"bundle version {raw.get('version')!r}; this quell reads"
-                    f" {', '.join(map(str, READABLE))}",
-                )
-            ],
-        )
-    try:
-        data = BundleData.model_validate(raw)
-    except ValidationError as err:
-        raise InputError(source, validation_problems(err)) from None
+    data = load_versioned(path, "model bundle", FORMAT, READABLE, BundleData)
     if workload is not None and data.meta.workload != workload:
         raise InputError(
             source,
