@@ -24,23 +24,33 @@ from quell.core.environment import Policy
 from quell.core.observation import Observation, Snapshot
 from quell.policy import POLICIES, PolicyFactory, policy_class
 from quell.policy.context import PolicyContext, ScalingLimits
+from tests.detect.trees import write_detector
 from tests.policy.snapshots import INTERVAL_S, write_bundle
 
 ID = re.compile(r"^[a-z][a-z0-9_]{0,11}$")
 BOOT_TICKS = 3
 MODEL = "model.json"
+DETECTOR = "detector.json"
 PARAMS: dict[str, dict[str, Any]] = {
     "lsf": {"model": MODEL},
     "prima": {"model": MODEL},
+    "ic2": {
+        "detector": DETECTOR,
+        "max_request_workers": 32,
+        "keepalive_timeout_s": 5,
+        "php_max_children": 16,
+        "threads_per_child": 8,
+    },
 }
-"""Parameters a policy cannot be built without; ``MODEL`` is a small valid bundle in base_dir."""
-ACTS = {"rr", "lc", "lsf", "lr", "threshold", "prima"}
+"""Parameters a policy cannot be built without; ``MODEL`` is a small valid bundle in base_dir,
+``DETECTOR`` a detector whose verdict follows the response time (``tests.detect.trees``)."""
+ACTS = {"rr", "lc", "lsf", "lr", "threshold", "prima", "ic2"}
 """Policies the scripted run must move to at least one action."""
 
 
 class FakeEnvironment:
     """Load ``load_pct`` (in % of one instance) split by weight; ``slow`` instances suffer
-    interference (3x RT, SF 1); ``blank`` instances report nothing measured."""
+    interference (3x RT, SF 1, 1.5x CPU); ``blank`` instances report nothing measured."""
 
     def __init__(self, weights: dict[str, int]) -> None:
         self.weight = dict(weights)
@@ -82,6 +92,7 @@ class FakeEnvironment:
             throughput_rps=n / INTERVAL_S,
             mean_rt_seconds=rt if n else None,
             util_pct=util,
+            cpu_util=util / 100 * (1.5 if slow else 1.0),
             weight=w,
             extra={"probe_rt_seconds": probe},
         )
@@ -153,6 +164,7 @@ def factory(name: str) -> type[PolicyFactory]:
 @pytest.fixture
 def builder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[str], Policy]:
     write_bundle(tmp_path / MODEL)
+    write_detector(tmp_path / DETECTOR)
     ctx = PolicyContext(
         interval_s=INTERVAL_S,
         target_rt_s=0.2,

@@ -16,6 +16,7 @@ from quell.policy.hysteresis import (
     ContextChain,
     Trial,
     TrialStep,
+    TwoStateChain,
     Verdict,
     Vote,
 )
@@ -257,3 +258,22 @@ def test_a_chain_started_between_the_steady_states_fires_on_its_first_entry() ->
     chain = ContextChain("T")
     assert chain.config_ is None
     assert _walk(chain, "NI NI") == [("NI1", None), ("NI2", "NI2")]
+
+
+# -- TwoStateChain (IC2 on the paper's testbed) -------------------------------------------------
+
+
+def test_the_two_state_chain_fires_on_the_first_verdict_of_the_other_class() -> None:
+    chain = TwoStateChain()
+    got = [(chain.step(v), chain.state_) for v in ["NI", "I", "T", "I", "NI", "T", "NI", "I"]]
+    assert got == [
+        (None, "NI2"),
+        ("I2", "I2"),
+        (None, "I2"),  # T stays
+        (None, "I2"),  # already in force
+        ("NI2", "NI2"),
+        (None, "NI2"),
+        (None, "NI2"),
+        ("I2", "I2"),
+    ]
+    assert TwoStateChain("I2").step("I") is None

@@ -26,6 +26,7 @@ class PolicyFactory(Protocol):
 POLICIES: dict[str, str] = {
     "static": "quell.policy.static:StaticPolicy",
     "prima": "quell.policy.prima:PrimaPolicy",
+    "ic2": "quell.policy.ic2:Ic2Policy",
     "rr": "quell.policy.baselines:RoundRobinPolicy",
     "lc": "quell.policy.baselines:LeastConnPolicy",
     "lsf": "quell.policy.baselines:LeastSeverityPolicy",

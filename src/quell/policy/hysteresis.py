@@ -7,6 +7,8 @@ controller does not follow one noisy interval.
   before the others go; each failure doubles the wait before the next one (PRIMA).
 * ``ContextChain``: IC2's five-state machine over its classifier's outputs (Section 4,
   "Configuration Controller", Fig. 8): reconfigure on entering I2 or NI2.
+* ``TwoStateChain``: IC2's two-state machine (the paper's testbed): reconfigure on the first
+  verdict of the other class.
 
 Each is a plain object: its parameters are stored as given, its state lives in attributes
 ending in ``_``, and one method takes an interval's verdict and returns what fired. No clock,
@@ -197,12 +199,38 @@ class ContextChain:
         return state
 
 
+class TwoStateChain:
+    """IC2's two-state machine (Section 4, Fig. 8, the paper's own testbed, where its
+    hardware counters made the classifier sure): NI2 ↔ I2 on one verdict. An I verdict
+    enters I2, an NI verdict NI2; a T verdict stays where it is. Its two states carry the
+    five-state chain's names for its settled states, so a controller reads either machine
+    the same way (``state_``, ``config_``, ``step``). Entering fires only when the
+    configuration is not the one in force, as ``ContextChain``."""
+
+    def __init__(self, initial: Literal["NI2", "I2"] = "NI2") -> None:
+        self.initial = initial
+        self.state_: ChainState = initial
+        self.config_: ChainState | None = initial
+
+    def step(self, verdict: Verdict) -> ChainState | None:
+        """Move on one interval's verdict; the state entered when it fires, else ``None``."""
+        if verdict == "T":
+            return None
+        state: ChainState = "I2" if verdict == "I" else "NI2"
+        self.state_ = state
+        if state == self.config_:
+            return None
+        self.config_ = state
+        return state
+
+
 __all__ = [
     "MAX_TRIAL_BACKOFF",
     "ChainState",
     "ContextChain",
     "Trial",
     "TrialStep",
+    "TwoStateChain",
     "Verdict",
     "Vote",
 ]
