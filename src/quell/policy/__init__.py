@@ -26,12 +26,12 @@ class PolicyFactory(Protocol):
 POLICIES: dict[str, str] = {
     "static": "quell.policy.static:StaticPolicy",
     "prima": "quell.policy.prima:PrimaPolicy",
-    "ic2": "quell.policy.ic2:Ic2Policy",
     "rr": "quell.policy.baselines:RoundRobinPolicy",
     "lc": "quell.policy.baselines:LeastConnPolicy",
     "lsf": "quell.policy.baselines:LeastSeverityPolicy",
     "lr": "quell.policy.baselines:LeastResponsePolicy",
     "threshold": "quell.policy.baselines:ThresholdPolicy",
+    "ic2": "quell.policy.ic2:Ic2Policy",
 }
 """Policy name → ``module:Class``; imported only when asked for. The scenario schema takes its
 list of names from here."""
