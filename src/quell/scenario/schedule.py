@@ -1,6 +1,8 @@
-"""The request schedule a scenario asks for: its arrival process over its duration, each
-request for a file of its mix (or its video sessions' chunks), cut at ``workload.max_requests``.
-The lab replays it; the simulator consumes the same one."""
+"""The load a scenario asks for. Open loop: the request schedule, its arrival process over its
+duration, each request for a file of its mix (or its video sessions' chunks), cut at
+``workload.max_requests``; the lab replays it, the simulator consumes the same one. Closed
+loop: the population of users (``quell.workload.population``), whose requests depend on the
+answers and so are drawn as the run goes."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from quell.core.rng import component_rng
 from quell.errors import InputError, Problem
 from quell.scenario.model import Scenario
 from quell.workload.arrival import build_arrival
+from quell.workload.population import Population
 from quell.workload.schedule import RequestSchedule, mix_schedule
 from quell.workload.sessions import video_schedule
 from quell.workload.spec import ClosedLoopSpec
@@ -50,3 +53,19 @@ def build_schedule(scenario: Scenario, base_dir: Path = Path(".")) -> RequestSch
             component_rng(scenario.seed, "workload/paths"),
         )
     return sched.cut(wl.max_requests)
+
+
+def build_population(scenario: Scenario) -> Population | None:
+    """The closed-loop users of a scenario (``workload.arrival.process: closed``); None for an
+    open-loop one."""
+    wl = scenario.workload
+    if not isinstance(wl.arrival, ClosedLoopSpec):
+        return None
+    assert wl.requests is not None  # closed loops have no video sessions (check_scenario)
+    return Population.of(
+        wl.arrival,
+        [(r.path, r.weight) for r in wl.requests],
+        scenario.duration_s,
+        wl.max_requests,
+        scenario.seed,
+    )
