@@ -11,7 +11,7 @@ from quell.core.action import AddInstance, RemoveInstance, SetWeight
 from quell.core.observation import Snapshot
 from quell.lab.balancer import BACKEND
 from quell.lab.environment import LabEnvironment
-from quell.lab.loadgen import record_tail
+from quell.lab.request_log import record_tail
 from quell.probe.severity import PROBE_KEY
 from quell.scenario import parse_scenario
 from quell.signals.cgroup import detect_layout

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from quell.lab.loadgen import LineTail, record_tail
 from quell.lab.prober import ProbeRecord, probe_tail
+from quell.lab.request_log import LineTail, record_tail
 from quell.probe.severity import probe_extra
 from quell.store.run import RequestRecord
 

@@ -1,11 +1,17 @@
-"""The built-in open-loop load generator: replays a precomputed request schedule exactly.
+"""The lab's load generator, in two modes. It runs as its own process inside the client
+namespace (``python -m quell.lab.loadgen``) and appends one CSV line per request to its output
+file (``quell.lab.request_log``), flushed several times a second, so the runner can read
+results as they come.
 
-It runs as its own process inside the client namespace (``python -m quell.lab.loadgen``), fires
-every request at its scheduled time whatever happened to earlier ones, and appends one CSV line
-per request (send time, latency, status, bytes, answering instance, error) to its output file,
-flushed several times a second, so the runner can read results as they come. Bounded: it sends
-at most the schedule's requests, never more than ``--max-inflight`` at once, and exits by
-``start + duration + timeout + 2`` seconds whatever happens."""
+* **Open loop** (``--schedule``): replays a precomputed request schedule exactly, firing every
+  request at its scheduled time on its own connection whatever happened to earlier ones.
+  Bounded: at most the schedule's requests, never more than ``--max-inflight`` at once.
+* **Closed loop** (``--users``): a population of users, each waiting for its answer and
+  thinking before its next request, on kept-alive connections (``quell.lab.users``). Bounded:
+  no request at or after the duration, at most ``max_requests`` in all.
+
+Either way it exits by ``start + duration + timeout + 2`` seconds whatever happens, and prints
+one JSON line on exit: what it sent and the CPU time it used."""
 
 from __future__ import annotations
 
@@ -13,74 +19,21 @@ import argparse
 import asyncio
 import json
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Generic, TextIO, TypeVar
+from typing import TextIO
 
 import numpy as np
 
 from quell.lab.balancer import SERVER_HEADER
-from quell.store.run import RequestRecord
-
-T = TypeVar("T")
-
-CSV_FIELDS = ("send_s", "latency_s", "status", "bytes", "server", "error")
+from quell.lab.connection import Target
+from quell.lab.request_log import format_record
+from quell.lab.users import read_population, run_users
 
 
 def write_schedule(
     path: Path, times_s: np.ndarray, path_index: np.ndarray, paths: list[str]
 ) -> None:
     np.savez(path, times_s=times_s, path_index=path_index, paths=np.array(json.dumps(paths)))
-
-
-def parse_line(line: str) -> RequestRecord | None:
-    parts = line.rstrip("\n").split(",")
-    if len(parts) != len(CSV_FIELDS):
-        return None
-    send, lat, status, nbytes, server, error = parts
-    try:
-        return RequestRecord(
-            float(send), float(lat) if lat else None, int(status), int(nbytes), server, error
-        )
-    except ValueError:
-        return None
-
-
-class LineTail(Generic[T]):
-    """Reads the complete lines appended to a growing CSV file since the last call, parsed
-    by ``parse`` (lines it rejects with None are skipped)."""
-
-    def __init__(self, path: Path, parse: Callable[[str], T | None]) -> None:
-        self.path = path
-        self.parse = parse
-        self._offset = 0
-        self._partial = ""
-
-    def read(self) -> list[T]:
-        try:
-            with open(self.path) as f:
-                f.seek(self._offset)
-                data = f.read()
-                self._offset = f.tell()
-        except FileNotFoundError:
-            return []
-        data = self._partial + data
-        lines = data.split("\n")
-        self._partial = lines.pop()
-        return [r for r in map(self.parse, lines) if r is not None]
-
-
-def record_tail(path: Path) -> LineTail[RequestRecord]:
-    """Reads the request records the generator appended since the last call."""
-    return LineTail(path, parse_line)
-
-
-@dataclass
-class Target:
-    host: str
-    port: int
-    timeout_s: float
 
 
 _HEAD_LIMIT = 64 * 1024
@@ -120,14 +73,17 @@ async def replay(
     out: TextIO,
     max_inflight: int,
     hard_stop: float,
-) -> None:
+) -> int:
+    """Replay the schedule; returns the number of requests logged."""
     inflight = 0
+    logged = 0
 
     def record(
         send_s: float, lat: float | None, status: int, nbytes: int, server: str, err: str
     ) -> None:
-        lat_text = f"{lat:.6f}" if lat is not None else ""
-        out.write(f"{send_s:.6f},{lat_text},{status},{nbytes},{server},{err}\n")
+        nonlocal logged
+        logged += 1
+        out.write(format_record(send_s, lat, status, nbytes, server, err) + "\n")
 
     async def one(path: str) -> None:
         nonlocal inflight
@@ -177,11 +133,14 @@ async def replay(
         task.cancel()
     flush_task.cancel()
     out.flush()
+    return logged
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="quell-loadgen")
-    ap.add_argument("--schedule", type=Path, required=True)
+    mode = ap.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--schedule", type=Path, help="open loop: the schedule to replay (.npz)")
+    mode.add_argument("--users", type=Path, help="closed loop: the users to run (.json)")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, required=True)
@@ -190,23 +149,38 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=10.0)
     ap.add_argument("--max-inflight", type=int, default=4000)
     args = ap.parse_args(argv)
-    data = np.load(args.schedule)
-    paths = json.loads(str(data["paths"]))
     target = Target(args.host, args.port, args.timeout)
     hard_stop = args.start_at + args.duration + args.timeout + 2.0
+    report: dict[str, object]
+    cpu_before_s = time.process_time()
     with open(args.out, "a", buffering=1 << 16) as out:
-        asyncio.run(
-            replay(
-                data["times_s"],
-                data["path_index"],
-                paths,
-                target,
-                args.start_at,
-                out,
-                args.max_inflight,
-                hard_stop,
+        if args.users is not None:
+            pop = read_population(args.users, args.duration)
+            tally = asyncio.run(run_users(pop, target, args.start_at, out, hard_stop))
+            report = {"mode": "closed", "users": pop.users, **tally.as_dict()}
+        else:
+            data = np.load(args.schedule)
+            paths = json.loads(str(data["paths"]))
+            logged = asyncio.run(
+                replay(
+                    data["times_s"],
+                    data["path_index"],
+                    paths,
+                    target,
+                    args.start_at,
+                    out,
+                    args.max_inflight,
+                    hard_stop,
+                )
             )
-        )
+            report = {"mode": "open", "requests": logged}
+    run_cpu_s = time.process_time() - cpu_before_s
+    report |= {
+        "stopped_s": round(time.monotonic() - args.start_at, 3),
+        "run_cpu_s": round(run_cpu_s, 3),
+        "cpu_s": round(time.process_time(), 3),
+    }
+    print(json.dumps(report), flush=True)
     return 0
 
 

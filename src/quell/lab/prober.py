@@ -38,7 +38,9 @@ from typing import TextIO
 import numpy as np
 
 from quell.core.rng import component_rng
-from quell.lab.loadgen import LineTail, Target, fetch
+from quell.lab.connection import Target
+from quell.lab.loadgen import fetch
+from quell.lab.request_log import LineTail
 
 RNG_NAME = "lab/probe"
 PROBE_PATH = "/probe.bin"
