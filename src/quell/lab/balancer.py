@@ -2,7 +2,18 @@
 
 Run-time changes (weights, maxconn, drain, add/remove) go through the runtime API socket
 (``quell.actuate.haproxy.HAProxyRuntime``). Each response carries ``X-Quell-Server`` naming the
-instance that answered, so the client side can attribute every request."""
+instance that answered, so the client side can attribute every request.
+
+What is kept alive where. HAProxy 2.6 runs in its default keep-alive mode: it keeps both sides
+of a connection idle between requests, and the two sides independently (a server closing its
+side does not close the client's). Open-loop requests say ``Connection: close``, so nothing is
+kept on either side. For closed-loop users on kept-alive connections the config gives each
+user one server connection of its own, as if the user were connected to the server directly:
+``http-reuse never`` (a server connection serves only the client connection that opened it)
+and ``option prefer-last-server`` (a user's next request goes to the server its connection is
+open to, while it is open). The server's keep-alive timeout then decides when that connection
+closes (HAProxy opens a new one on the user's next request), and the client side stays open for
+``USER_IDLE_TIMEOUT_S`` of idle time, longer than any server keep-alive a scenario can set."""
 
 from __future__ import annotations
 
@@ -19,6 +30,10 @@ BACKEND = "be"
 FRONTEND_ADDR = "127.0.0.1"
 FRONTEND_PORT = 8080
 SERVER_HEADER = "X-Quell-Server"
+MAXCONN = 8000
+USER_IDLE_TIMEOUT_S = 600
+"""How long HAProxy keeps a closed-loop user's idle connection (``timeout http-keep-alive``; the
+frontend's ``timeout client`` with it, since the smaller of the two applies)."""
 
 
 @dataclass(frozen=True)
@@ -39,14 +54,30 @@ def server_line(s: BackendServer) -> str:
 
 
 def haproxy_config(
-    lb: LoadBalancer, servers: Sequence[BackendServer], socket_path: Path, timeout_s: float
+    lb: LoadBalancer,
+    servers: Sequence[BackendServer],
+    socket_path: Path,
+    timeout_s: float,
+    kept_alive_users: int = 0,
 ) -> str:
+    """The config; ``kept_alive_users`` > 0: that many closed-loop users hold a connection each
+    (room for them, their idle connections kept, a server connection of their own)."""
     t = f"{max(1, round(timeout_s * 1000))}ms"
+    maxconn = max(MAXCONN, kept_alive_users + 1000) if kept_alive_users else MAXCONN
+    users_front: list[str] = []
+    users_back: list[str] = []
+    if kept_alive_users:
+        users_front = [
+            f"    timeout client {USER_IDLE_TIMEOUT_S}s",
+            f"    timeout http-keep-alive {USER_IDLE_TIMEOUT_S}s",
+            f"    timeout http-request {t}",
+        ]
+        users_back = ["    http-reuse never", "    option prefer-last-server"]
     lines = [
         "global",
         f"    stats socket {socket_path} mode 600 level admin",
         "    stats timeout 30s",
-        "    maxconn 8000",
+        f"    maxconn {maxconn}",
         "    nbthread 1",
         "defaults",
         "    mode http",
@@ -56,10 +87,12 @@ def haproxy_config(
         f"    timeout queue {t}",
         "frontend fe",
         f"    bind {FRONTEND_ADDR}:{FRONTEND_PORT}",
-        "    maxconn 8000",
+        f"    maxconn {maxconn}",
+        *users_front,
         f"    default_backend {BACKEND}",
         f"backend {BACKEND}",
         f"    balance {lb.algorithm}",
+        *users_back,
         f"    http-response set-header {SERVER_HEADER} %[srv_name]",
         *(server_line(s) for s in servers),
     ]
