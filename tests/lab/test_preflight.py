@@ -108,3 +108,16 @@ def test_a_file_under_a_video_directory_is_refused_with_a_video_workload() -> No
     assert problems == [
         "files[0].path: '/v3/c0' is under /v<number>/, where the lab serves the video chunks"
     ]
+
+
+def test_closed_loop_users_pass_and_too_many_kept_alive_ones_are_refused(tmp_path: Path) -> None:
+    s = scenario()
+    s["workload"]["arrival"] = {"process": "closed", "users": 200, "think_time_s": 0.5}
+    preflight(parse_scenario(s), tmp_path, "pf.yaml", euid=0, which=everything)  # no refusal
+    s["workload"]["arrival"]["users"] = 20_001
+    problems = [str(p) for p in scenario_problems(parse_scenario(s), {0, 1}, everything)]
+    assert problems == [
+        "workload.arrival.users: the lab runs at most 20000 users on kept-alive connections"
+    ]
+    s["workload"]["arrival"]["keepalive"] = False  # one connection at a time, none kept
+    assert scenario_problems(parse_scenario(s), {0, 1}, everything) == []

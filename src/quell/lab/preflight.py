@@ -12,12 +12,15 @@ from pathlib import Path
 from quell.errors import InputError, PrerequisiteError, Problem
 from quell.lab.servers import SERVERS
 from quell.scenario.model import Scenario
-from quell.scenario.schedule import build_schedule
+from quell.scenario.schedule import build_population, build_schedule
 
 BASE_BINARIES = ("ip", "tc", "haproxy", "taskset", "python3")
 VIDEO_DIR = re.compile(r"^/v\d+/")
 """Where a video workload's chunks are served (``quell.workload.sessions``)."""
 ANTAGONIST_BINARY = {"stress-ng": "stress-ng", "iperf3": "iperf3", "fio": "fio"}
+MAX_KEPT_ALIVE_USERS = 20_000
+"""Closed-loop users on kept-alive connections the lab takes: each holds a socket in the load
+generator and two in HAProxy, within the run's 65 536 descriptors per process."""
 
 
 def _cpu_range(cpus: set[int]) -> str:
@@ -71,6 +74,14 @@ def scenario_problems(
                         f"{f.path!r} is under /v<number>/, where the lab serves the video chunks",
                     )
                 )
+    pop = build_population(scenario)
+    if pop is not None and pop.keepalive and pop.users > MAX_KEPT_ALIVE_USERS:
+        problems.append(
+            Problem(
+                "workload.arrival.users",
+                f"the lab runs at most {MAX_KEPT_ALIVE_USERS} users on kept-alive connections",
+            )
+        )
     if len(scenario.instances) > 2000:
         problems.append(Problem("instances", "the lab supports at most 2000 instances"))
     return problems
@@ -87,7 +98,8 @@ def preflight(
     problems = scenario_problems(scenario, set(os.sched_getaffinity(0)), which)
     if problems:
         raise InputError(source, problems)
-    build_schedule(scenario, scenario_dir)  # a bad trace file fails here, before any start
+    if build_population(scenario) is None:
+        build_schedule(scenario, scenario_dir)  # a bad trace file fails here, before any start
     if (os.geteuid() if euid is None else euid) != 0:
         raise PrerequisiteError(
             "the lab must run as root", "network namespaces, cgroups, tc and HAProxy"

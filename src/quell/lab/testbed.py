@@ -38,8 +38,9 @@ from quell.lab.servers import (
     write_video_docroot,
 )
 from quell.lab.tag import RUNTIME_ROOT, RunTag
+from quell.lab.users import write_population
 from quell.scenario.model import Event, FileSpec, Fio, Instance, Iperf3, Scenario, StressNg
-from quell.scenario.schedule import build_schedule
+from quell.scenario.schedule import build_population, build_schedule
 from quell.signals.cgroup import CgroupLayout
 from quell.signals.netns import NETNS_DIR, NetDevReader, open_in_netns
 from quell.workload.schedule import RequestSchedule
@@ -77,6 +78,8 @@ class Testbed:
         self.links: dict[str, NetDevReader] = {}
         self.targets_file = self.work / "probe-targets.json"
         self.schedule: RequestSchedule | None = None
+        self.population = build_population(scenario)
+        """The closed-loop users; None for an open loop, which replays ``schedule``."""
 
     def cpus_for(self, host: str, own: Sequence[int] | None) -> list[int] | None:
         if own is not None:
@@ -106,11 +109,13 @@ class Testbed:
                 fd = open_in_netns(NETNS_DIR / self.topology.host_ns(host.id))
                 self.links[host.id] = NetDevReader(fd)
         status("files")
-        self.schedule = build_schedule(s, self.scenario_dir)
+        if self.population is None:
+            self.schedule = build_schedule(s, self.scenario_dir)
         write_docroot(self.work / "www", s.files, s.seed)
         if s.workload.sessions is not None:
             # video sessions ask for /v{video}/c{chunk}: serve each chunk the schedule uses
             sched = self.schedule
+            assert sched is not None  # sessions are open loop (check_scenario)
             write_video_docroot(self.work / "www", sched.paths, sched.sizes_bytes, s.seed)
         if s.probe is not None:
             probe_file = FileSpec(path=PROBE_PATH, size_bytes=s.probe.size_bytes)
@@ -167,12 +172,14 @@ class Testbed:
         """HAProxy in the client namespace with ``instances`` as its backend, once all are up."""
         sock = self.work / "haproxy.sock"
         cfg = self.work / "haproxy.cfg"
+        pop = self.population
         cfg.write_text(
             haproxy_config(
                 self.scenario.load_balancer,
                 [i.backend_server() for i in instances],
                 sock,
                 self.scenario.workload.timeout_s,
+                kept_alive_users=pop.users if pop is not None and pop.keepalive else 0,
             )
         )
         proc = self.supervisor.start(
@@ -188,23 +195,31 @@ class Testbed:
         return self.runtime
 
     def write_schedule(self) -> None:
-        """The request schedule, for the load generator to replay."""
+        """What the load generator runs: the request schedule to replay, or the closed-loop
+        users."""
+        if self.population is not None:
+            write_population(self.work / "users.json", self.population)
+            return
         schedule = self.schedule or build_schedule(self.scenario, self.scenario_dir)
         sched_file = self.work / "schedule.npz"
         write_schedule(sched_file, schedule.times_s, schedule.path_index, list(schedule.paths))
 
     def start_load(self, start_at: float, out: Path) -> None:
-        """The load generator, replaying the schedule from ``start_at`` (monotonic) into ``out``."""
+        """The load generator, replaying the schedule (or running the users) from ``start_at``
+        (monotonic) into ``out``."""
         s = self.scenario
-        sched_file = self.work / "schedule.npz"
+        load = (
+            ["--schedule", str(self.work / "schedule.npz")]
+            if self.population is None
+            else ["--users", str(self.work / "users.json")]
+        )
         self.loadgen = self.supervisor.start(
             "loadgen",
             [
                 sys.executable,
                 "-m",
                 "quell.lab.loadgen",
-                "--schedule",
-                str(sched_file),
+                *load,
                 "--out",
                 str(out),
                 "--host",
