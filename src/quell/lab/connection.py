@@ -133,18 +133,61 @@ class ResponseParser:
             return None
         buf = self._buf + data if self._buf else data
         self._buf = b""
+        n = len(buf)
+        pos = 0  # where the unread bytes start (the buffer is not sliced as it is read)
         while True:
-            if self._state == "head":
-                end = buf.find(b"\r\n\r\n")
+            state = self._state
+            if state == "chunk-data" or state == "length":
+                take = min(n - pos, self._remaining)
+                self._remaining -= take
+                self._body += take
+                pos += take
+                if self._remaining:
+                    return None
+                if state == "length":
+                    if pos < n:
+                        raise BadAnswerError("bytes after a complete answer")
+                    return self._answer()
+                self._state = "chunk-end"
+            elif state == "chunk-size" or state == "trailer":
+                end = buf.find(b"\r\n", pos)
                 if end < 0:
-                    if len(buf) > HEAD_LIMIT_BYTES:
+                    self._buf = buf[pos:]
+                    return None
+                line = buf[pos:end]
+                pos = end + 2
+                if state == "trailer":
+                    if not line:
+                        if pos < n:
+                            raise BadAnswerError("bytes after a complete answer")
+                        return self._answer()
+                    continue
+                size_text = line.split(b";", 1)[0].strip()
+                try:
+                    size = int(size_text, 16)
+                except ValueError:
+                    raise BadAnswerError(f"bad chunk size {size_text[:20]!r}") from None
+                self._state = "chunk-data" if size else "trailer"
+                self._remaining = size
+            elif state == "chunk-end":
+                if n - pos < 2:
+                    self._buf = buf[pos:]
+                    return None
+                if buf[pos : pos + 2] != b"\r\n":
+                    raise BadAnswerError("chunk not followed by CRLF")
+                pos += 2
+                self._state = "chunk-size"
+            elif state == "head":
+                end = buf.find(b"\r\n\r\n", pos)
+                if end < 0:
+                    if n - pos > HEAD_LIMIT_BYTES:
                         raise BadAnswerError(f"response head longer than {HEAD_LIMIT_BYTES} bytes")
-                    self._buf = buf
+                    self._buf = buf[pos:]
                     return None
                 status, length, chunked, keep_alive, server = _head_fields(
-                    buf[:end], self._server_header
+                    buf[pos:end], self._server_header
                 )
-                buf = buf[end + 4 :]
+                pos = end + 4
                 if 100 <= status < 200:
                     continue  # an interim answer: the real one follows
                 self._fields = (status, server, keep_alive)
@@ -159,57 +202,8 @@ class ResponseParser:
                 else:
                     self._state = "eof"
                     self._fields = (status, server, False)
-            elif self._state == "length":
-                take = min(len(buf), self._remaining)
-                self._remaining -= take
-                self._body += take
-                buf = buf[take:]
-                if self._remaining == 0:
-                    if buf:
-                        raise BadAnswerError("bytes after a complete answer")
-                    return self._answer()
-                return None
-            elif self._state == "chunk-size":
-                end = buf.find(b"\r\n")
-                if end < 0:
-                    self._buf = buf
-                    return None
-                size_text = buf[:end].split(b";", 1)[0].strip()
-                try:
-                    size = int(size_text, 16)
-                except ValueError:
-                    raise BadAnswerError(f"bad chunk size {size_text[:20]!r}") from None
-                buf = buf[end + 2 :]
-                self._state = "chunk-data" if size else "trailer"
-                self._remaining = size
-            elif self._state == "chunk-data":
-                take = min(len(buf), self._remaining)
-                self._remaining -= take
-                self._body += take
-                buf = buf[take:]
-                if self._remaining:
-                    return None
-                self._state = "chunk-end"
-            elif self._state == "chunk-end":
-                if len(buf) < 2:
-                    self._buf = buf
-                    return None
-                if buf[:2] != b"\r\n":
-                    raise BadAnswerError("chunk not followed by CRLF")
-                buf = buf[2:]
-                self._state = "chunk-size"
-            elif self._state == "trailer":
-                end = buf.find(b"\r\n")
-                if end < 0:
-                    self._buf = buf
-                    return None
-                line, buf = buf[:end], buf[end + 2 :]
-                if not line:
-                    if buf:
-                        raise BadAnswerError("bytes after a complete answer")
-                    return self._answer()
             else:  # eof: the body runs until the peer closes
-                self._body += len(buf)
+                self._body += n - pos
                 return None
 
     def eof(self) -> Answer:
