@@ -5,7 +5,6 @@ keep-alive, each user's requests and think times as drawn, and the bounds."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import io
 import json
 import subprocess
@@ -22,25 +21,16 @@ from quell.lab.request_log import UserRequest, parse_line, parse_user_line, reco
 from quell.lab.users import UserTally, read_population, run_users, write_population
 from quell.workload.population import Population
 from tests.lab.httpd import TinyServer, server_thread
+from tests.workload.build import population as users_of
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-BASE = Population(
-    users=5,
-    think_time_s=0.02,
-    ramp_s=0.1,
-    keepalive=True,
-    paths=("/100", "/2000", "/30000"),
-    weights=(3.0, 2.0, 1.0),
-    duration_s=1.0,
-    max_requests=100_000,
-    seed=11,
-)
-
-
 def population(**over: Any) -> Population:
-    return dataclasses.replace(BASE, **over)
+    """Five users on paths that name their answer's size, for about a second."""
+    small = {"users": 5, "think_time_s": 0.02, "ramp_s": 0.1, "duration_s": 1.0}
+    mix = {"paths": ("/100", "/2000", "/30000"), "weights": (3.0, 2.0, 1.0)}
+    return users_of(**(small | mix | {"max_requests": 100_000, "seed": 11} | over))
 
 
 def run(

@@ -3,9 +3,6 @@ mix), the ramp, the bounds, and a scenario's population."""
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any
-
 import numpy as np
 import pytest
 from scipy import stats
@@ -20,22 +17,7 @@ from quell.workload.population import (
     response_time_law_rps,
 )
 from tests.sim.build import scenario_data
-
-BASE = Population(
-    users=10,
-    think_time_s=0.5,
-    ramp_s=5.0,
-    keepalive=True,
-    paths=("/a", "/b", "/c"),
-    weights=(6.0, 3.0, 1.0),
-    duration_s=60.0,
-    max_requests=1000,
-    seed=7,
-)
-
-
-def population(**over: Any) -> Population:
-    return dataclasses.replace(BASE, **over)
+from tests.workload.build import population
 
 
 def draw(pop: Population, user: int, n: int) -> tuple[list[int], list[float]]:
