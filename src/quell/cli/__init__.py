@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import typer
 
 from quell.cli.console import error, say
+from quell.cli.ic2 import ic2_app
 from quell.cli.lab import lab_app
 from quell.cli.model import model_app
 from quell.cli.prima import prima_app
@@ -32,6 +33,7 @@ app.add_typer(scenario_app, name="scenario", no_args_is_help=True)
 app.add_typer(sim_app, name="sim", no_args_is_help=True)
 app.add_typer(prima_app, name="prima", no_args_is_help=True)
 app.add_typer(model_app, name="model", no_args_is_help=True)
+app.add_typer(ic2_app, name="ic2", no_args_is_help=True)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -23,13 +23,13 @@ from collections.abc import Sequence
 import numpy as np
 
 from quell.detect.dataset import Dataset, bootstrap, concat, from_run
-from quell.detect.evaluate import Switch, interval_metrics, latencies
+from quell.detect.evaluate import latencies
 from quell.detect.features import DEFAULT_FEATURES, PAPER_FEATURES
-from quell.detect.labels import CLASSES, I, Period, Timeline
+from quell.detect.labels import I, Period, Timeline
 from quell.detect.tree import CostMatrix, CostMethod, CostSensitiveTree
-from quell.policy.hysteresis import ContextChain
 from quell.policy.ic2 import Ic2Policy
 from quell.studies.ic2.runs import SyntheticRun, run_synthetic, synthetic_runner
+from quell.studies.ic2.scoring import median_s, score_tree
 from quell.studies.ic2.synthetic import periodic_timeline
 
 COSTS = {"1:1:1": CostMatrix.uniform(), "5:1:10": CostMatrix()}
@@ -46,18 +46,6 @@ def test_timeline(duration_s: float, kind: str = "cache") -> Timeline:
     return periodic_timeline(duration_s, kinds=(kind,), intensities=TEST_INTENSITIES)
 
 
-def _chain_switches(time_s: Sequence[float], y_pred: Sequence[int]) -> list[Switch]:
-    """Where the five-state chain, fed the verdicts, would have reconfigured."""
-    chain, out = ContextChain(), []
-    for t, v in zip(time_s, y_pred, strict=True):
-        if v < 0:
-            continue
-        fired = chain.step(CLASSES[v])
-        if fired is not None:
-            out.append((t, fired == "I2"))
-    return out
-
-
 def _shifted(
     runs: Sequence[tuple[Dataset, Timeline]], duration_s: float
 ) -> tuple[Dataset, Timeline]:
@@ -70,35 +58,6 @@ def _shifted(
             Period(p.start_s + off, p.stop_s + off, p.kind, p.intensity) for p in tl.periods
         ]
     return concat(parts, "test"), Timeline(tuple(periods))
-
-
-def _median(xs: list[float]) -> float | None:
-    return round(statistics.median(xs), 1) if xs else None
-
-
-def score(tree: CostSensitiveTree, test: Dataset, timeline: Timeline) -> dict[str, object]:
-    """Per-interval metrics and the five-state chain's latencies of ``tree`` on ``test``."""
-    pred = tree.predict(test.x)
-    m = interval_metrics(test.y, pred)
-    detect, detect_missed, clear, clear_missed = latencies(
-        timeline, _chain_switches(test.time_s.tolist(), pred.tolist())
-    )
-    return {
-        "recall": _round(m["recall"]),
-        "precision": _round(m["precision"]),
-        "miss_rate": _round(m["miss_rate"]),
-        "i_as_ni": m["i_as_ni"],
-        "ni_as_i": m["ni_as_i"],
-        "predicted_t_share": _round(float(np.mean(pred == 1))),
-        "detect_latency_s": _median(detect),
-        "clear_latency_s": _median(clear),
-        "detect_missed": detect_missed,
-        "clear_missed": clear_missed,
-    }
-
-
-def _round(v: object) -> float | None:
-    return None if v is None else round(float(v), 3)  # type: ignore[arg-type]
 
 
 def cost_ablation(
@@ -124,7 +83,7 @@ def cost_ablation(
                     tree = CostSensitiveTree(names, cost, method, random_state=seed)
                     tree.fit(tr.x, tr.y)
                     row = {"test": kind, "features": fname, "method": method, "cost": label}
-                    rows.append({**row, **score(tree, te, timeline)})
+                    rows.append({**row, **score_tree(tree, te, timeline)})
     return {"train": train.summary(), "test": tested, "rows": rows}
 
 
@@ -178,8 +137,8 @@ def bootstrap_study(
                 "reconfigurations": sum(len(r.switches) for r in on),
                 "onsets": sum(len(r.timeline.union()) for r in on),
                 "detect_missed": missed,
-                "detect_latency_s": _median(detect),
-                "clear_latency_s": _median(clear),
+                "detect_latency_s": median_s(detect),
+                "clear_latency_s": median_s(clear),
                 "interference_rt_s": round(rt_on, 4),
                 "rt_change_pct": round(100 * (rt_on - rt_off) / rt_off, 1),
             }

@@ -1,0 +1,197 @@
+"""``quell ic2``: train IC2's interference detector from runs, score it on a run, sweep a
+server setting."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+import typer
+
+from quell.cli.options import JsonOpt, RunsDirOpt, ScenarioArg
+
+if TYPE_CHECKING:
+    from quell.studies.ic2.campaign import RunFn
+
+ic2_app = typer.Typer(
+    help="IC2: detect interference from tenant-side signals and reconfigure the web server."
+)
+
+SpecArg = Annotated[Path, typer.Argument(help="Spec YAML file.", dir_okay=False)]
+EnvOpt = Annotated[
+    str,
+    typer.Option("--env", help="Where to run: lab (real servers, root) or sim (the simulator)."),
+]
+
+
+def _run_fn(env: str) -> RunFn:
+    from quell.errors import InputError, Problem
+
+    if env == "sim":
+        from quell.experiment.sim import run_sim
+        from quell.sim.core import load_event_core
+
+        load_event_core()
+        return run_sim
+    if env == "lab":
+        from quell.experiment.lab import run_lab
+
+        return run_lab
+    raise InputError("--env", [Problem("", f"must be lab or sim, got {env!r}")])
+
+
+def _model_path(model: Path) -> Path:
+    return model / "detector.json" if model.is_dir() else model
+
+
+@ic2_app.command("train")
+def ic2_train(
+    spec_path: SpecArg,
+    out: Annotated[
+        Path, typer.Option("--out", help="Directory for the runs, the data and the detector.")
+    ],
+    as_json: JsonOpt = False,
+) -> None:
+    """Train a detector by the paper's three-phase bootstrap (IC2 off, then on with the last
+    phase's tree): every scenario of SPEC run in each phase. Resumable: run it again with the
+    same --out and it picks up after the last run whose data was written."""
+    from quell.cli.console import emit_json, out_console, progress_bar
+    from quell.studies.ic2.campaign import Trainer, load_campaign
+
+    campaign = load_campaign(spec_path)
+    run_fn = _run_fn(campaign.spec.environment)
+    trainer = Trainer(campaign, out, run_fn)
+    trainer.prepare()
+    with progress_bar(trainer.total_s, campaign.spec.name) as bar:
+        trainer.progress = bar
+        bundle = trainer.train()
+    phases = bundle.data.training.phases
+    from rich.table import Table
+
+    table = Table(title=f"{campaign.spec.name}: detector in {out / 'detector.json'}")
+    for col in ("phase", "collected", "trained on", "NI", "T", "I"):
+        table.add_column(col, justify="left" if col == "phase" else "right")
+    for p in phases:
+        collected: Any = p["collected"]
+        trained: Any = p["trained_on"]
+        counts = trained["class_counts"]
+        table.add_row(
+            str(p["phase"]),
+            str(collected["samples"]),
+            str(trained["samples"]),
+            str(counts["NI"]),
+            str(counts["T"]),
+            str(counts["I"]),
+        )
+    out_console.print(table)
+    if as_json:
+        emit_json({"detector": str(out / "detector.json"), "phases": phases})
+
+
+EVAL_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("inst", "instance", "s"),
+    ("recall", "recall", ".3f"),
+    ("prec", "precision", ".3f"),
+    ("miss", "miss_rate", ".3f"),
+    ("detect s", "detect_latency_s", ".1f"),
+    ("clear s", "clear_latency_s", ".1f"),
+    ("onsets", "detect_events", "d"),
+    ("missed", "detect_missed", "d"),
+    ("n", "samples", "d"),
+)
+
+
+@ic2_app.command("evaluate")
+def ic2_evaluate(
+    path: ScenarioArg,
+    model: Annotated[
+        Path, typer.Option("--model", help="A detector bundle, or a directory holding one.")
+    ],
+    env: EnvOpt = "lab",
+    run: Annotated[
+        Path | None,
+        typer.Option("--run", help="Score this recorded run of SCENARIO instead of running it."),
+    ] = None,
+    states: Annotated[
+        int, typer.Option("--states", help="The state machine the latencies are read from.")
+    ] = 5,
+    as_json: JsonOpt = False,
+    runs_dir: RunsDirOpt = Path("runs"),
+) -> None:
+    """Run SCENARIO (or read a recorded run of it) and score the detector against the labels
+    its antagonists' events give: recall, precision and miss rate of class I per interval, and
+    the median detection and clearing latency of the state machine."""
+    from quell.cli.console import emit_json, out_console, progress_bar, say
+    from quell.core.files import write_json
+    from quell.detect.bundle import load_detector
+    from quell.errors import InputError, Problem
+    from quell.scenario import load_scenario
+    from quell.store.run import RunStore
+    from quell.studies.ic2.campaign import interfered_instances, score_run
+
+    problems = []
+    if states not in (2, 5):
+        problems.append(Problem("--states", f"must be 2 or 5, got {states}"))
+    if env not in ("lab", "sim"):
+        problems.append(Problem("--env", f"must be lab or sim, got {env!r}"))
+    if problems:
+        raise InputError("quell ic2 evaluate", problems)
+    n_states: Literal[2, 5] = 5 if states == 5 else 2
+    scenario = load_scenario(path)
+    bundle = load_detector(_model_path(model))
+    if not interfered_instances(scenario):
+        raise InputError(
+            str(path), [Problem("events", "start no antagonist on an instance's host")]
+        )
+    if run is None:
+        summary = _run_fn(env)(
+            scenario, path, runs_dir, lambda: progress_bar(scenario.duration_s, scenario.name)
+        )
+        run = Path(summary["run_dir"])
+    with RunStore.open(run) as store:
+        recorded = store.meta().get("scenario_json")
+        if recorded != scenario.model_dump(mode="json"):
+            keys = sorted(
+                k
+                for k, v in scenario.model_dump(mode="json").items()
+                if not isinstance(recorded, dict) or recorded.get(k) != v
+            )
+            raise InputError(
+                str(run),
+                [Problem("", f"is not a run of {path}: they differ in {', '.join(keys)}")],
+            )
+        result = score_run(
+            store, scenario, bundle.detector, n_states, bundle.data.training.transient_s
+        )
+    doc = {
+        "scenario": scenario.name,
+        "run_dir": str(run),
+        "model": str(_model_path(model)),
+        "trained_on": bundle.meta.model_dump(mode="json"),
+        **result,
+    }
+    write_json(run / "ic2-evaluation.json", doc)
+    _print_evaluation(doc, out_console)
+    say(f"evaluation written to {run / 'ic2-evaluation.json'}")
+    if as_json:
+        emit_json(doc)
+
+
+def _print_evaluation(doc: dict[str, Any], console: Any) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(
+        title=f"{escape(doc['scenario'])}: class I, {doc['states']}-state machine",
+        title_justify="left",
+    )
+    for header, _, fmt in EVAL_COLUMNS:
+        table.add_column(header, justify="left" if fmt == "s" else "right")
+    rows = [{"instance": iid, **r} for iid, r in doc["instances"].items()]
+    if len(rows) > 1:
+        rows.append({**doc, "instance": "all"})
+    for row in rows:
+        table.add_row(
+            *("-" if row.get(k) is None else escape(format(row[k], f)) for _, k, f in EVAL_COLUMNS)
+        )
+    console.print(table)

@@ -1,0 +1,391 @@
+"""IC2 on real runs: train a detector by the three-phase bootstrap from scenario runs in the
+lab or the simulator, and score a detector on a run against its antagonist timeline.
+
+**Training** (``train``). A spec file names the scenarios to learn from (each with antagonists
+started and stopped by its ``events``), where to run them and how to grow the tree. Each phase
+runs every scenario ``runs`` times (run k with the scenario's seed + k): phase I with the scenario's servers as
+configured and no policy acting (``static``: IC2 off), phases II and III with the ``ic2``
+policy detecting with the last phase's tree. Each run's intervals of every instance on a host
+that runs an antagonist are labelled from the scenario's events (``quell.detect.labels``) and
+kept; ``quell.detect.dataset.bootstrap`` trains the three trees.
+
+Everything lands in the output directory as it is measured, so a campaign stopped part-way
+resumes where it stopped: ``spec.json`` (the spec and the scenarios as read; a directory of
+another spec is refused), per phase ``phase-<P>/runs/`` (the run directories, kept whole),
+``phase-<P>/<scenario>-<k>.npz`` (one run's labelled intervals: written last, so a run
+without it is run again) and ``phase-<P>/detector.json`` (the phase's tree, which the next
+phase's runs load). The final tree is ``detector.json``, with ``training.json`` beside it.
+
+**Scoring** (``score_run``): a detector's verdicts on a recorded run's interfered instances,
+against the labels its scenario's events give; ``quell.studies.ic2.scoring`` computes the
+metrics.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import numpy as np
+from pydantic import Field, ValidationError
+
+from quell.core.files import load_json, load_yaml, write_json
+from quell.core.schema import Name, StrictModel, validation_problems
+from quell.detect.bundle import DetectorBundle, DetectorMeta, build_detector_bundle
+from quell.detect.dataset import Bootstrap, Dataset, Phase, bootstrap, concat, from_run
+from quell.detect.features import DEFAULT_FEATURES, check_features, feature_matrix
+from quell.detect.labels import TRANSIENT_S, Timeline, label_intervals
+from quell.detect.tree import CostMatrix, CostSensitiveTree
+from quell.errors import InputError, Problem
+from quell.experiment.run import ProgressFn
+from quell.policy.ic2 import Ic2Params
+from quell.scenario import load_scenario
+from quell.scenario.model import PolicySpec, Scenario
+from quell.store.run import RunStore
+from quell.studies.ic2.scoring import score
+
+RunFn = Callable[
+    [Scenario, Path, Path, Callable[[], AbstractContextManager[ProgressFn]]], dict[str, Any]
+]
+"""Runs a scenario (scenario, its file, the runs directory, the progress display) and returns
+its summary, whose ``run_dir`` names the run directory: ``run_sim`` or ``run_lab``."""
+
+PHASES: tuple[Phase, ...] = ("I", "II", "III")
+SPEC_FORMAT = "quell.ic2.train"
+
+
+class CostSpec(StrictModel):
+    """The paper's a : b : c and the cost of predicting T (``quell.detect.tree.CostMatrix``)."""
+
+    ni_as_i: Annotated[float, Field(ge=0)] = 5.0
+    transient_as_other: Annotated[float, Field(ge=0)] = 1.0
+    i_as_ni: Annotated[float, Field(ge=0)] = 10.0
+    to_transient: Annotated[float, Field(ge=0)] = 1.0
+
+    def matrix(self) -> CostMatrix:
+        return CostMatrix(self.ni_as_i, self.transient_as_other, self.i_as_ni, self.to_transient)
+
+
+class TrainSpec(StrictModel):
+    """``quell ic2 train``'s spec file (module docstring)."""
+
+    name: Name
+    description: str = ""
+    environment: Literal["lab", "sim"] = "sim"
+    workload: Annotated[str, Field(min_length=1, max_length=200)]
+    """The workload the scenarios load the service with; recorded in the bundle, and the
+    ``ic2`` policy can refuse a bundle of another."""
+    scenarios: Annotated[list[str], Field(min_length=1, max_length=50)]
+    """Scenario files to learn from, relative to the spec file."""
+    runs: Annotated[int, Field(ge=1, le=100)] = 1
+    """Runs of each scenario in each phase: run k with the scenario's seed + k."""
+    seed: Annotated[int, Field(ge=0)] = 0
+    """The trees' random state and the draw of phase II's half-and-half training set."""
+    features: Annotated[
+        list[str], Field(min_length=1, default_factory=lambda: list(DEFAULT_FEATURES))
+    ]
+    cost: CostSpec = CostSpec()
+    cost_method: Literal["weights", "expected"] = "weights"
+    max_depth: Annotated[int, Field(ge=1, le=30)] = 6
+    min_samples_leaf: Annotated[int, Field(ge=1, le=100_000)] = 10
+    transient_s: Annotated[float, Field(gt=0, le=3600)] = TRANSIENT_S
+    ic2: dict[str, float | int | str | bool]
+    """The ``ic2`` policy's parameters in phases II and III, but ``detector``, which the
+    campaign sets to the last phase's tree (``quell.policy.ic2.Ic2Params``)."""
+
+
+@dataclass(frozen=True)
+class Campaign:
+    spec: TrainSpec
+    path: Path
+    scenarios: tuple[tuple[Path, Scenario], ...]
+
+    def make_tree(self) -> CostSensitiveTree:
+        return CostSensitiveTree(
+            self.spec.features,
+            self.spec.cost.matrix(),
+            self.spec.cost_method,
+            self.spec.max_depth,
+            self.spec.min_samples_leaf,
+            random_state=self.spec.seed,
+        )
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What the campaign's data depends on: the spec and each scenario as read."""
+        return {
+            "format": SPEC_FORMAT,
+            "spec": self.spec.model_dump(mode="json"),
+            "scenarios": {
+                str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p, _ in self.scenarios
+            },
+        }
+
+
+def load_campaign(path: Path) -> Campaign:
+    """Read and check a spec file and every scenario it names; every problem at once."""
+    source = str(path)
+    data = load_yaml(path, "file")
+    if not isinstance(data, dict):
+        raise InputError(source, [Problem("", "a spec must be a mapping of keys to values")])
+    try:
+        spec = TrainSpec.model_validate(data)
+    except ValidationError as err:
+        raise InputError(source, validation_problems(err)) from None
+    problems: list[Problem] = []
+    try:
+        check_features(spec.features, "features")
+    except InputError as exc:
+        problems += exc.problems
+    if "detector" in spec.ic2:
+        problems.append(Problem("ic2.detector", "set by the campaign: leave it out"))
+    try:
+        Ic2Params.model_validate({**spec.ic2, "detector": "(each phase's)"})
+    except ValidationError as err:
+        problems += validation_problems(err, "ic2")
+    scenarios: list[tuple[Path, Scenario]] = []
+    for k, name in enumerate(spec.scenarios):
+        where = f"scenarios[{k}]"
+        p = (path.parent / name).resolve()
+        try:
+            sc = load_scenario(p)
+        except InputError as exc:
+            problems += [Problem(where, f"{exc.source}: {q}") for q in exc.problems]
+            continue
+        if not any(interfered_instances(sc).values()):
+            problems.append(
+                Problem(where, f"{name} starts no antagonist on an instance's host: no I class")
+            )
+        scenarios.append((p, sc))
+    stems = [p.stem for p, _ in scenarios]
+    problems += [
+        Problem("scenarios", f"two scenarios named {s!r}: their data would share files")
+        for s in sorted({s for s in stems if stems.count(s) > 1})
+    ]
+    if problems:
+        raise InputError(source, problems)
+    return Campaign(spec, path, tuple(scenarios))
+
+
+# -- labels from a scenario ----------------------------------------------------------------------
+def interfered_instances(scenario: Scenario) -> dict[str, Timeline]:
+    """Per instance, when antagonists on its host ran, from the scenario's events; only
+    instances whose host runs an antagonist at some point."""
+    out: dict[str, Timeline] = {}
+    hosts = {a.id: a.host for a in scenario.antagonists}
+    for inst in scenario.instances:
+        mine = {aid for aid, h in hosts.items() if h == inst.host}
+        events: list[tuple[float, str, Literal["start", "stop"]]] = []
+        for ev in scenario.events:
+            events += [(ev.at_s, a, "start") for a in ev.start if a in mine]
+            events += [(ev.at_s, a, "stop") for a in ev.stop if a in mine]
+        timeline = Timeline.from_events(events)
+        if timeline.periods:
+            out[inst.id] = timeline
+    return out
+
+
+def run_dataset(
+    store: RunStore, scenario: Scenario, features: tuple[str, ...], run: int, transient_s: float
+) -> Dataset:
+    """The labelled intervals of every interfered instance of a recorded run."""
+    parts = [
+        from_run(store.observations(iid), tl, features, run, scenario.name, transient_s)
+        for iid, tl in interfered_instances(scenario).items()
+    ]
+    return concat(parts, scenario.name)
+
+
+def _save(path: Path, d: Dataset) -> None:
+    tmp = path.with_suffix(".tmp.npz")
+    np.savez(tmp, x=d.x, y=d.y, time_s=d.time_s, run=d.run, features=np.array(d.features))
+    tmp.replace(path)
+
+
+def _load(path: Path, source: str) -> Dataset:
+    with np.load(path) as f:
+        return Dataset(
+            tuple(str(s) for s in f["features"]),
+            f["x"],
+            f["y"],
+            f["time_s"],
+            f["run"],
+            source,
+        )
+
+
+# -- training ------------------------------------------------------------------------------------
+Progress = Callable[[float, str], None]
+"""(seconds of runs done in the whole campaign, what runs now)."""
+
+
+@dataclass
+class Trainer:
+    campaign: Campaign
+    out: Path
+    run_fn: RunFn
+    progress: Progress = lambda done_s, what: None
+
+    @property
+    def total_s(self) -> float:
+        """Seconds of runs in all three phases."""
+        spec = self.campaign.spec
+        return 3 * spec.runs * sum(sc.duration_s for _, sc in self.campaign.scenarios)
+
+    def prepare(self) -> None:
+        """Create the output directory, or check that the one there is this campaign's."""
+        mark = self.out / "spec.json"
+        mine = self.campaign.fingerprint()
+        if mark.exists():
+            theirs = load_json(mark, "campaign spec record")
+            if theirs != mine:
+                raise InputError(
+                    str(self.out),
+                    [
+                        Problem(
+                            "spec.json",
+                            "holds a campaign of another spec or other scenarios: resume it"
+                            " with the spec it was started with, or train into another"
+                            " directory",
+                        )
+                    ],
+                )
+        else:
+            self.out.mkdir(parents=True, exist_ok=True)
+            write_json(mark, mine)
+
+    def _bundle(self, tree: CostSensitiveTree, result: Bootstrap | None) -> DetectorBundle:
+        spec = self.campaign.spec
+        meta = DetectorMeta(
+            workload=spec.workload,
+            environment=spec.environment,
+            created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            source=f"quell ic2 train {self.campaign.path.name}: {', '.join(spec.scenarios)}",
+        )
+        phases = result.provenance() if result is not None else []
+        return build_detector_bundle(tree, meta, phases, spec.transient_s)
+
+    def phase_data(self, phase: Phase, tree: CostSensitiveTree | None) -> Dataset:
+        """Every run of the phase: reused where its data is on disk, run otherwise."""
+        spec = self.campaign.spec
+        pdir = self.out / f"phase-{phase}"
+        pdir.mkdir(parents=True, exist_ok=True)
+        if phase == "I":
+            policy = PolicySpec(name="static")
+        else:
+            assert tree is not None
+            prev = PHASES[PHASES.index(phase) - 1]
+            bundle_path = self.out / f"phase-{prev}" / "detector.json"
+            self._bundle(tree, None).save(bundle_path)
+            params = {**spec.ic2, "detector": str(bundle_path), "workload": spec.workload}
+            policy = PolicySpec(name="ic2", params=params)
+        parts: list[Dataset] = []
+        done_s = PHASES.index(phase) * self.total_s / 3
+        for path, sc in self.campaign.scenarios:
+            for k in range(spec.runs):
+                data_path = pdir / f"{path.stem}-{k}.npz"
+                label = f"phase {phase} {path.stem} #{k}"
+                if not data_path.exists():
+                    self._run(path, sc, k, policy, pdir / "runs", data_path, done_s, label)
+                parts.append(_load(data_path, f"{label}"))
+                done_s += sc.duration_s
+                self.progress(done_s, label)
+        return concat(parts, f"phase {phase}")
+
+    def _run(
+        self,
+        path: Path,
+        sc: Scenario,
+        k: int,
+        policy: PolicySpec,
+        runs_dir: Path,
+        data_path: Path,
+        done_s: float,
+        label: str,
+    ) -> None:
+        spec = self.campaign.spec
+        scenario = sc.model_copy(update={"seed": sc.seed + k, "policy": policy, "compare": []})
+
+        @contextmanager
+        def progress() -> Iterator[ProgressFn]:
+            yield lambda t, _phase: self.progress(done_s + t, label)
+
+        summary = self.run_fn(scenario, path, runs_dir, progress)
+        with RunStore.open(Path(summary["run_dir"])) as store:
+            d = run_dataset(store, scenario, tuple(spec.features), k, spec.transient_s)
+        _save(data_path, d)
+
+    def train(self) -> DetectorBundle:
+        """The three phases (module docstring); the final bundle, also written to
+        ``detector.json``, with ``training.json`` beside it."""
+        self.prepare()
+        result = bootstrap(self.phase_data, self.campaign.make_tree, self.campaign.spec.seed)
+        bundle = self._bundle(result.detector, result)
+        self._bundle(result.phases[-1].detector, None).save(self.out / "phase-III/detector.json")
+        bundle.save(self.out / "detector.json")
+        report = {
+            "spec": str(self.campaign.path),
+            "environment": self.campaign.spec.environment,
+            "phases": result.provenance(),
+            "in_sample": {
+                p.phase: score(p.trained_on.y, p.detector.predict(p.trained_on.x), [])
+                for p in result.phases
+            },
+        }
+        write_json(self.out / "training.json", report)
+        return bundle
+
+
+# -- scoring a recorded run ----------------------------------------------------------------------
+def score_run(
+    store: RunStore,
+    scenario: Scenario,
+    tree: CostSensitiveTree,
+    states: Literal[2, 5] = 5,
+    transient_s: float = TRANSIENT_S,
+) -> dict[str, Any]:
+    """``tree``'s verdicts on every interfered instance of a recorded run, scored against
+    the labels of the scenario's events: the metrics over all of them, and per instance."""
+    timelines = interfered_instances(scenario)
+    if not timelines:
+        raise InputError(
+            scenario.name,
+            [Problem("events", "start no antagonist on an instance's host: nothing to detect")],
+        )
+    y_true: list[int] = []
+    y_pred: list[int] = []
+    runs = []
+    per_instance = {}
+    for iid, tl in timelines.items():
+        obs = store.observations(iid)
+        end = np.array([o.time_s for o in obs], dtype=float)
+        width = np.array([o.interval_s for o in obs], dtype=float)
+        truth = label_intervals(end, width, tl, transient_s)
+        pred = tree.predict(feature_matrix(obs, tree.features))
+        y_true += truth.tolist()
+        y_pred += pred.tolist()
+        runs.append((end.tolist(), pred.tolist(), tl))
+        per_instance[iid] = score(truth, pred, [(end.tolist(), pred.tolist(), tl)], states)
+    return {
+        **score(y_true, y_pred, runs, states),
+        "states": states,
+        "instances": per_instance,
+    }
+
+
+__all__ = [
+    "PHASES",
+    "Campaign",
+    "CostSpec",
+    "RunFn",
+    "TrainSpec",
+    "Trainer",
+    "interfered_instances",
+    "load_campaign",
+    "run_dataset",
+    "score_run",
+]

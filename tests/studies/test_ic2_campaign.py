@@ -1,0 +1,199 @@
+"""IC2's campaign on simulator runs: the three phases run what they should and resume, the
+labels follow the scenario's events exactly, a spec is checked whole, and a trained detector
+finds the interference of a run it never saw."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+
+from quell.detect.bundle import load_detector
+from quell.errors import InputError
+from quell.experiment.run import ProgressFn
+from quell.experiment.sim import run_sim
+from quell.scenario import load_scenario
+from quell.scenario.model import Scenario
+from quell.store.run import RunStore
+from quell.studies.ic2.campaign import Trainer, interfered_instances, load_campaign, score_run
+from tests.cli.inprocess import assert_refused, run_quell
+
+ROOT = Path(__file__).resolve().parents[2]
+SMOKE = ROOT / "scenarios" / "interference-smoke.yaml"
+IC2 = {"max_request_workers": 64, "keepalive_timeout_s": 5, "php_max_children": 16}
+
+
+def onoff(tmp: Path, name: str = "onoff.yaml", seed: int = 7) -> Path:
+    """interference-smoke over 200 s, iperf3 on h2 from 30 to 70 s and from 110 to 150 s."""
+    doc = yaml.safe_load(SMOKE.read_text())
+    doc.update(
+        name="onoff",
+        seed=seed,
+        duration_s=200,
+        events=[
+            {"at_s": 30, "phase": "on1", "start": ["noise"]},
+            {"at_s": 70, "phase": "off1", "stop": ["noise"]},
+            {"at_s": 110, "phase": "on2", "start": ["noise"]},
+            {"at_s": 150, "phase": "off2", "stop": ["noise"]},
+        ],
+    )
+    path = tmp / name
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def spec(tmp: Path, **over: Any) -> Path:
+    onoff(tmp)
+    doc = {
+        "name": "campaign-test",
+        "environment": "sim",
+        "workload": "f100k",
+        "scenarios": ["onoff.yaml"],
+        "runs": 2,
+        "ic2": IC2,
+        **over,
+    }
+    path = tmp / "train.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+class Recorder:
+    """run_sim, noting each scenario it ran and whether its detector file existed then."""
+
+    def __init__(self) -> None:
+        self.runs: list[tuple[int, str, dict[str, Any], bool]] = []
+
+    def __call__(
+        self,
+        scenario: Scenario,
+        path: Path,
+        runs_dir: Path,
+        progress: Callable[[], AbstractContextManager[ProgressFn]],
+    ) -> dict[str, Any]:
+        params = dict(scenario.policy.params)
+        det = params.get("detector")
+        self.runs.append(
+            (scenario.seed, scenario.policy.name, params, det is None or Path(str(det)).exists())
+        )
+        return run_sim(scenario, path, runs_dir, progress)
+
+
+def test_three_phases_run_what_they_should_and_resume(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    rec = Recorder()
+    bundle = Trainer(load_campaign(spec(tmp_path)), out, rec).train()
+    # phase I: IC2 off; II: ic2 with phase I's tree; III: with phase II's; seeds 7, 8 each
+    assert [(s, name) for s, name, _, _ in rec.runs] == [(7, "static"), (8, "static")] + [
+        (7, "ic2"),
+        (8, "ic2"),
+    ] * 2
+    assert [Path(str(p["detector"])).parent.name for _, _, p, _ in rec.runs[2:]] == [
+        "phase-I",
+        "phase-I",
+        "phase-II",
+        "phase-II",
+    ]
+    assert all(existed for *_, existed in rec.runs)
+    assert all(p["workload"] == "f100k" for _, _, p, _ in rec.runs[2:])
+    loaded = load_detector(out / "detector.json", "f100k")
+    assert loaded.data.tree == bundle.data.tree
+    assert [p["phase"] for p in loaded.data.training.phases] == ["I", "II", "III"]
+    # phase II trains on half of I and half of II: 400 rows each, 200 + 200
+    assert [p["trained_on"]["samples"] for p in loaded.data.training.phases] == [400, 400, 400]
+    # run again: nothing runs, the same tree
+    again = Recorder()
+    Trainer(load_campaign(spec(tmp_path)), out, again).train()
+    assert again.runs == []
+    assert load_detector(out / "detector.json").data.tree == bundle.data.tree
+    # a run whose data was lost runs again, alone; the simulator repeats it exactly
+    (out / "phase-II" / "onoff-1.npz").unlink()
+    once = Recorder()
+    Trainer(load_campaign(spec(tmp_path)), out, once).train()
+    assert [(s, name) for s, name, _, _ in once.runs] == [(8, "ic2")]
+    assert load_detector(out / "detector.json").data.tree == bundle.data.tree
+
+
+def test_labels_follow_the_events(tmp_path: Path) -> None:
+    # 200 intervals of 1 s; antagonist on over (30, 70] and (110, 150]; T for 30 s after each
+    # of the 4 changes: 120 T; I: (60, 70] and (140, 150]: 20; NI: the other 60.
+    out = tmp_path / "out"
+    Trainer(load_campaign(spec(tmp_path, runs=1)), out, run_sim).train()
+    with np.load(out / "phase-I" / "onoff-0.npz") as f:
+        y, t = f["y"], f["time_s"]
+    assert np.bincount(y, minlength=3).tolist() == [60, 120, 20]
+    assert t[y == 2].tolist() == [*range(61, 71), *range(141, 151)]
+    timelines = interfered_instances(load_scenario(onoff(tmp_path)))
+    assert list(timelines) == ["i2"]  # i1's host runs no antagonist
+    assert timelines["i2"].union() == [(30.0, 70.0), (110.0, 150.0)]
+
+
+def test_another_spec_in_the_same_directory_is_refused(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    Trainer(load_campaign(spec(tmp_path, runs=1)), out, run_sim).train()
+    with pytest.raises(InputError, match="another spec"):
+        Trainer(load_campaign(spec(tmp_path, runs=2)), out, run_sim).train()
+
+
+def test_a_spec_is_checked_whole(tmp_path: Path) -> None:
+    onoff(tmp_path)
+    quiet = yaml.safe_load(SMOKE.read_text())
+    quiet.update(events=[], antagonists=[])
+    (tmp_path / "quiet.yaml").write_text(yaml.safe_dump(quiet))
+    path = spec(
+        tmp_path,
+        scenarios=["onoff.yaml", "missing.yaml", "quiet.yaml"],
+        features=["rt_s", "no_such_feature"],
+        ic2={**IC2, "detector": "x.json", "c_kat": -1},
+    )
+    with pytest.raises(InputError) as err:
+        load_campaign(path)
+    where = {p.location for p in err.value.problems}
+    assert {"features", "ic2.detector", "ic2.c_kat", "scenarios[1]", "scenarios[2]"} <= where
+
+
+def test_a_trained_detector_finds_interference_in_a_run_it_never_saw(tmp_path: Path) -> None:
+    # Trained on seeds 7 and 8, scored on seed 99: iperf3 fills h2's shared link, i2's response
+    # time rises several-fold, and the detector (through the five-state machine) sees both
+    # onsets within 10 s and calls no clean interval interference.
+    out = tmp_path / "out"
+    Trainer(load_campaign(spec(tmp_path)), out, run_sim).train()
+    test = onoff(tmp_path, "test.yaml", seed=99)
+    scenario = load_scenario(test)
+    summary = run_sim(scenario, test, tmp_path / "runs")
+    with RunStore.open(Path(summary["run_dir"])) as store:
+        result = score_run(store, scenario, load_detector(out / "detector.json").detector)
+    assert result["detect_events"] == 2 and result["detect_missed"] == 0
+    assert result["clear_missed"] == 0
+    assert result["precision"] == 1.0 and result["ni_as_i"] == 0
+    assert result["recall"] >= 0.5
+    assert result["detect_latency_s"] <= 10.0
+    assert list(result["instances"]) == ["i2"]
+    # the command line says the same and keeps it in the run directory
+    done = run_quell("ic2", "evaluate", test, "--model", out, "--run", summary["run_dir"], "--json")
+    assert done.code == 0, done.stderr
+    assert '"recall":' + str(result["recall"]) in done.stdout
+    assert (Path(summary["run_dir"]) / "ic2-evaluation.json").is_file()
+
+
+def test_evaluate_refuses_what_it_cannot_use(tmp_path: Path) -> None:
+    test = onoff(tmp_path)
+    not_a_bundle = tmp_path / "x.json"
+    not_a_bundle.write_text("{}")
+    assert_refused(run_quell("ic2", "evaluate", test, "--model", not_a_bundle), "x.json")
+    assert_refused(
+        run_quell("ic2", "evaluate", test, "--model", not_a_bundle, "--states", "3"), "--states"
+    )
+    assert_refused(run_quell("ic2", "evaluate", SMOKE, "--model", tmp_path), "detector.json")
+    other = run_sim(load_scenario(SMOKE), SMOKE, tmp_path / "runs")
+    bundle_dir = tmp_path / "out"
+    Trainer(load_campaign(spec(tmp_path, runs=1)), bundle_dir, run_sim).train()
+    assert_refused(
+        run_quell("ic2", "evaluate", test, "--model", bundle_dir, "--run", other["run_dir"]),
+        "they differ in duration_s, events, name",
+    )
