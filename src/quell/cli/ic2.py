@@ -195,3 +195,47 @@ def _print_evaluation(doc: dict[str, Any], console: Any) -> None:
             *("-" if row.get(k) is None else escape(format(row[k], f)) for _, k, f in EVAL_COLUMNS)
         )
     console.print(table)
+
+
+@ic2_app.command("sweep")
+def ic2_sweep(
+    spec_path: SpecArg,
+    out: Annotated[Path, typer.Option("--out", help="Directory for the runs and the results.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Sweep one apache setting of a scenario, clean and under each antagonist (the paper's
+    Fig. 2 and 3): the mean response time at each value and the best one per condition.
+    Resumable with the same --out; writes sweep.json and sweep.png there."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from quell.cli.console import emit_json, out_console, progress_bar, say
+    from quell.studies.ic2.sweep import Sweeper, load_sweep, plot
+
+    sweep = load_sweep(spec_path)
+    sweeper = Sweeper(sweep, out, _run_fn(sweep.spec.environment))
+    sweeper.prepare()
+    with progress_bar(sweeper.total_s, sweep.spec.name) as bar:
+        sweeper.progress = bar
+        doc = sweeper.run()
+    plot(doc, out / "sweep.png")
+    table = Table(
+        title=f"{escape(sweep.spec.name)}: mean response time (ms) against {sweep.spec.setting}",
+        title_justify="left",
+    )
+    table.add_column(sweep.spec.setting, justify="right")
+    conds = list(doc["table"])
+    for c in conds:
+        table.add_column(escape(c), justify="right")
+    for v in sweep.spec.values:
+        cells = []
+        for c in conds:
+            row = doc["table"][c]
+            ms = row["mean_rt_s"].get(f"{v:g}")
+            mark = " *" if row["best_value"] == v else ""
+            cells.append("-" if ms is None else f"{1e3 * ms:.1f}{mark}")
+        table.add_row(f"{v:g}", *cells)
+    out_console.print(table)
+    say(f"* best per condition; sweep.json and sweep.png in {out}")
+    if as_json:
+        emit_json(doc)
