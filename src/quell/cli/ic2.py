@@ -239,3 +239,81 @@ def ic2_sweep(
     say(f"* best per condition; sweep.json and sweep.png in {out}")
     if as_json:
         emit_json(doc)
+
+
+@ic2_app.command("table4")
+def ic2_table4(
+    run_dirs: Annotated[
+        list[Path], typer.Argument(help="Runs of one scenario; the first is the baseline.")
+    ],
+    first_s: Annotated[
+        float, typer.Option("--first-s", help="The first part of each period, in seconds.")
+    ] = 60.0,
+    as_json: JsonOpt = False,
+) -> None:
+    """The paper's Table 4 from runs of one scenario with different policies (static, ic2
+    graceful, ic2 online...): the interfered instances' mean response time in the first
+    --first-s seconds of each antagonist period and after, the reduction against the first
+    run, and when the policy reconfigured."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from quell.cli.console import emit_json, out_console
+    from quell.errors import InputError, Problem
+    from quell.scenario.model import Scenario
+    from quell.store.run import RunStore
+    from quell.studies.ic2.table4 import table4
+
+    labelled: list[tuple[str, Path]] = []
+    scenarios: list[dict[str, Any]] = []
+    for d in run_dirs:
+        with RunStore.open(d) as store:
+            recorded = store.meta().get("scenario_json")
+        if not isinstance(recorded, dict):
+            raise InputError(str(d), [Problem("meta.scenario_json", "missing")])
+        pol = recorded.get("policy") or {}
+        label = str(pol.get("label") or pol.get("name") or d.name)
+        while label in {lbl for lbl, _ in labelled}:
+            label += "'"
+        labelled.append((label, d))
+        scenarios.append({k: v for k, v in recorded.items() if k not in ("policy", "compare")})
+    if any(s != scenarios[0] for s in scenarios[1:]):
+        raise InputError(
+            "quell ic2 table4",
+            [Problem("RUN_DIRS", "are not runs of one scenario (they differ beyond the policy)")],
+        )
+    if first_s <= 0:
+        raise InputError("--first-s", [Problem("", f"must be > 0, got {first_s:g}")])
+    scenario = Scenario.model_validate({**scenarios[0], "policy": {"name": "static"}})
+    doc = table4(scenario, labelled, first_s)
+    table = Table(
+        title=f"{escape(doc['scenario'])}: mean RT of the interfered instances under interference",
+        title_justify="left",
+    )
+    cols = [
+        ("policy", None, "s"),
+        (f"first {first_s:g} s ms", "first_rt_s", "ms"),
+        ("cut %", "first_reduction_pct", ".1f"),
+        ("after ms", "after_rt_s", "ms"),
+        ("cut %", "after_reduction_pct", ".1f"),
+        ("clean ms", "clean_rt_s", "ms"),
+        ("detect s", "detect_latency_s", ".1f"),
+        ("clear s", "clear_latency_s", ".1f"),
+        ("reconf", "reconfigurations", "d"),
+    ]
+    for header, _, fmt in cols:
+        table.add_column(header, justify="left" if fmt == "s" else "right")
+    for label, row in doc["rows"].items():
+        cells = [escape(label)]
+        for _, key, fmt in cols[1:]:
+            v = row.get(key or "")
+            if v is None:
+                cells.append("-")
+            elif fmt == "ms":
+                cells.append(f"{1e3 * v:.1f}")
+            else:
+                cells.append(format(v, fmt))
+        table.add_row(*cells)
+    out_console.print(table)
+    if as_json:
+        emit_json(doc)

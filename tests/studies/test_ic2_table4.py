@@ -1,0 +1,84 @@
+"""Table 4's arithmetic on a run written by hand: the response time of each antagonist period's
+first part and the rest, request-weighted, and the latencies of the reconfigurations."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from quell.core.action import Decision, ReconfigureServer
+from quell.core.observation import Observation, Snapshot
+from quell.scenario import load_scenario
+from quell.store.run import RunStore
+from quell.studies.ic2.table4 import period_rt, table4
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def scenario(tmp: Path):  # type: ignore[no-untyped-def]
+    doc = yaml.safe_load((ROOT / "scenarios" / "interference-smoke.yaml").read_text())
+    doc.update(
+        duration_s=40,
+        events=[
+            {"at_s": 10, "phase": "on", "start": ["noise"]},
+            {"at_s": 20, "phase": "off", "stop": ["noise"]},
+        ],
+    )
+    path = tmp / "s.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return load_scenario(path)
+
+
+def write_run(run_dir: Path, rt_on_s: float, reconfigure_at: list[float]) -> Path:
+    # i2 (on the antagonist's host): 10 requests a second at 10 ms, 20 at rt_on_s while the
+    # antagonist runs (intervals ending 11..20); i1 (not interfered) at 500 ms, never counted.
+    with RunStore.create(run_dir) as store:
+        for t in range(1, 41):
+            on = 10 < t <= 20
+            snap = Snapshot(
+                float(t),
+                "test",
+                {
+                    "i1": Observation(float(t), "i1", 1.0, requests=10, mean_rt_seconds=0.5),
+                    "i2": Observation(
+                        float(t),
+                        "i2",
+                        1.0,
+                        requests=20 if on else 10,
+                        mean_rt_seconds=rt_on_s if on else 0.01,
+                    ),
+                },
+            )
+            store.add_snapshot(snap)
+            if t in reconfigure_at:
+                store.add_decision(float(t), "ic2", Decision((ReconfigureServer("i2", {}),)))
+        store.commit()
+    return run_dir
+
+
+def test_period_means_and_latencies(tmp_path: Path) -> None:
+    sc = scenario(tmp_path)
+    run = write_run(tmp_path / "a", 0.2, reconfigure_at=[13.0, 24.0])
+    with RunStore.open(run) as store:
+        r = period_rt(store, sc, first_s=4)
+    # first 4 s: intervals ending 11..14 at 0.2 s; after: 15..20 at 0.2 s
+    assert r["first_rt_s"] == pytest.approx(0.2)
+    assert r["after_rt_s"] == pytest.approx(0.2)
+    assert r["clean_rt_s"] == pytest.approx(0.01)
+    assert r["detect_latency_s"] == 3.0 and r["clear_latency_s"] == 4.0
+    assert r["reconfigurations"] == 2
+    assert [(p["start_s"], p["stop_s"]) for p in r["periods"]] == [(10.0, 20.0)]
+
+
+def test_reductions_against_the_first_run(tmp_path: Path) -> None:
+    sc = scenario(tmp_path)
+    base = write_run(tmp_path / "base", 0.2, [])
+    better = write_run(tmp_path / "better", 0.15, [12.0])
+    doc = table4(sc, [("static", base), ("ic2", better)], first_s=4)
+    assert doc["rows"]["static"]["first_reduction_pct"] == 0.0
+    assert doc["rows"]["ic2"]["first_reduction_pct"] == 25.0
+    assert doc["rows"]["ic2"]["after_reduction_pct"] == 25.0
+    assert doc["rows"]["static"]["detect_latency_s"] is None
+    assert doc["rows"]["ic2"]["detect_latency_s"] == 2.0
