@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -80,6 +81,9 @@ def _sim(scenario: str, slo_pct: float) -> dict[str, object]:
     row = {
         "policy": "prima",
         "slo_pct": slo_pct,
+        "slo_all_pct": slo_pct - 4.0,
+        "settling_pct": 12.5,
+        "settling_own_pct": 2.5,
         "mean_rt_ms": 10.86,
         "p95_rt_ms": 21.21,
         "instance_seconds": 222,
@@ -168,13 +172,56 @@ def test_results_page_from_a_data_directory_shows_every_source_and_its_figures(
     assert "| prima | 11.9 | 0 | 0 | - |" in text and "| rr | **13.5** | 0 | 0 | 0.42 |" in text
     assert "| prima | i1 11.9, i2 10.3 (from 19 s) |" in text
     assert "| rr | i1 9.2, i2 13.5 (from 19 s) |" in text
-    assert "| prima | 99.07 | 10.86 | 21.21 | 222 | 138 | 14 |" in text
+    # settled and all-interval SLO, the share left out, and instance-seconds over the oracle's
+    assert "| prima | 99.07 | 95.07 | 12.5 | 2.5 | 10.86 | 21.21 | 222 | 138 | 1.61 | 14 |" in text
     assert "| prima | 95.30 |" in text and "| prima | 98.39 |" in text
     assert "10000 instances: median 21.11 ms per decision (goal ≤ 20.0 ms), 1.9×" in text
     order = [text.index(f"Lab: prima-{n}\n") for n in ("table3-5", "table7-exp", "table10")]
     assert order == sorted(order)
     sims = [text.index(f"Simulator: prima-{n}\n") for n in ("demo", "sim-table8", "sim-table10")]
     assert sims == sorted(sims) and order[-1] < sims[0]
+
+
+def test_results_page_shows_a_comparison_over_seeds_with_paired_differences(
+    tmp_path: Path,
+) -> None:
+    from quell.report.seeds import seed_summary
+
+    def one(prima: tuple[float, float, float], tt: tuple[float, float, float]) -> dict[str, Any]:
+        rows = [
+            {
+                "policy": name,
+                "slo_pct": slo,
+                "slo_all_pct": slo_all,
+                "settling_pct": 10.0,
+                "instance_seconds": inst,
+                "oracle_instance_seconds": 100.0,
+            }
+            for name, (slo, slo_all, inst) in (("prima", prima), ("target", tt))
+        ]
+        return {"policies": rows}
+
+    docs = [
+        one((99.0, 98.0, 120.0), (95.0, 93.0, 130.0)),
+        one((99.5, 98.5, 110.0), (96.0, 94.0, 130.0)),
+    ]
+    doc = {
+        "scenario": "fleet",
+        "target_rt_s": 0.1,
+        "settle_s": 90.0,
+        "seeds": [1, 2],
+        "policies": seed_summary(docs),
+    }
+    data = tmp_path / "data"
+    data.mkdir()
+    path = _write(data, "sim-fleet-seeds-comparison.json", doc)
+    text = render([], [], [path])
+    assert "## Simulator over seeds 1–2: fleet" in text
+    # target − prima: SLO −4.0, −3.5 (mean −3.75, se 0.25); all −5.0, −4.5; inst-s +10, +20
+    assert (
+        "| target | 95.50 ± 0.71 | -3.75 ± 0.25 | 0/2 | 93.50 ± 0.71 | -4.75 ± 0.25 | "
+        "10.0 ± 0.0 | 130 ± 0 | +15 ± 5 | 100 ± 0 |" in text
+    )
 
 
 def test_results_page_names_a_file_it_does_not_know(tmp_path: Path) -> None:

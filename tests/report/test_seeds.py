@@ -43,6 +43,14 @@ def test_spread_and_paired_difference_over_three_seeds() -> None:
     assert vs["se"] == pytest.approx(math.sqrt(91.0 / 3.0))
     assert (vs["higher_on"], vs["of"]) == (0, 3)
     assert rr["slo_pct"]["sd"] == pytest.approx(10.0)
+    # the same pairing for the SLO over all instance-intervals and for instance-seconds:
+    # rr − prima = −200, −220, −210 → mean −210, sd 10, se 10 / √3
+    assert rr["slo_all_pct_vs_first"]["mean"] == pytest.approx(-47.0)
+    inst = rr["instance_seconds_vs_first"]
+    assert inst["mean"] == pytest.approx(-210.0)
+    assert inst["se"] == pytest.approx(10.0 / math.sqrt(3.0))
+    assert (inst["higher_on"], inst["of"]) == (0, 3)
+    assert prima["instance_seconds_vs_first"] is None
 
 
 def test_one_seed_has_no_spread_and_a_missing_slo_is_left_out() -> None:

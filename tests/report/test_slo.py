@@ -94,6 +94,11 @@ def test_slo_fraction_exclusions_and_instance_seconds(tmp_path: Path) -> None:
     assert out["slo_fraction"] == 0.6
     assert out["slo_fraction_all"] == round(21 / 24, 5)  # a 20, a 90, b 40 miss
     assert out["slo_request_fraction"] == 0.6  # 10 requests in each
+    # left out: 19 of 24; only for the policy's own actions: c's 40 and 50 (its addition at 20;
+    # its 60..80 fall after the event too, its 80 after its removal and the event)
+    assert out["settling_fraction"] == round(19 / 24, 5)
+    assert out["excluded_own_intervals"] == 2
+    assert out["settling_own_fraction"] == round(2 / 24, 5)
     # billed: a, b the whole 100 s; c from its request at 20 to its last report at 80;
     # d from 30 to its cancellation at 40
     assert out["instance_seconds"] == 100 + 100 + 60 + 10

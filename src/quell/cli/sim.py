@@ -53,6 +53,7 @@ COMPARE_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("SLO %", "slo_pct", ".1f"),
     ("all %", "slo_all_pct", ".1f"),
     ("req %", "slo_req_pct", ".1f"),
+    ("settling %", "settling_pct", ".1f"),
     ("mean ms", "mean_rt_ms", ".0f"),
     ("p95 ms", "p95_rt_ms", ".0f"),
     ("inst-s", "instance_seconds", ".0f"),
@@ -83,7 +84,8 @@ def print_comparison(doc: dict[str, Any], console: Console) -> None:
     if target:
         console.print(
             f"SLO %: instance-intervals with mean RT <= target, leaving out {doc['settle_s']:g} s "
-            "after each change (all %: none left out; req %: weighed by requests); inst-s: "
+            "after each change (all %: none left out; req %: weighed by requests; settling %: "
+            "the share left out); inst-s: "
             "instance-seconds used; oracle: the fewest that could have met the target; errors: "
             "failed control cycles"
         )

@@ -42,6 +42,8 @@ def comparison_row(
         "slo_pct": pct(slo.get("slo_fraction")),
         "slo_all_pct": pct(slo.get("slo_fraction_all")),
         "slo_req_pct": pct(slo.get("slo_request_fraction")),
+        "settling_pct": pct(slo.get("settling_fraction")),
+        "settling_own_pct": pct(slo.get("settling_own_fraction")),
         "mean_rt_ms": slo.get("mean_rt_ms"),
         "p95_rt_ms": slo.get("p95_rt_ms"),
         "instance_seconds": slo.get("instance_seconds"),

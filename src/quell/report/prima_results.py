@@ -166,24 +166,82 @@ def lab_section(c: dict[str, Any], source: str) -> list[str]:
     return [*out, ""]
 
 
+def _settling(r: dict[str, Any], key: str, count: str) -> float | None:
+    """A row's settling share (%), from the row or, in files written before it was, from its
+    SLO counts."""
+    if r.get(key) is not None:
+        return float(r[key])
+    slo = r.get("slo") or {}
+    n, k = slo.get("instance_intervals"), slo.get(count)
+    return None if not n or k is None else round(100.0 * k / n, 3)
+
+
 def sim_section(c: dict[str, Any], source: str) -> list[str]:
     _check_policies(c, source, list, "a `sim compare`")
+    if "seeds" in c:
+        return seeds_section(c, source)
     target = c.get("target_rt_s")
     out = [
         f"## Simulator: {c['scenario']}",
         "",
         f"Source: `{source}`. SLO = share of instance-intervals with mean RT ≤ R_th "
-        f"({_f(None if target is None else target * 1e3, 'g')} ms) outside settle windows "
-        f"({c['settle_s']:g} s).",
+        f"({_f(None if target is None else target * 1e3, 'g')} ms): settled, outside the settle "
+        f"windows ({c['settle_s']:g} s after each change), and over all instance-intervals; "
+        "settling = the share left out, own = of which only for the policy's own scaling "
+        "actions.",
         "",
-        "| policy | SLO % | mean RT ms | p95 RT ms | instance-s | oracle instance-s | scaling |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| policy | SLO settled % | SLO all % | settling % | own % | mean RT ms | p95 RT ms "
+        "| instance-s | oracle instance-s | × oracle | scaling |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in c["policies"]:
+        inst, oracle = r["instance_seconds"], r["oracle_instance_seconds"]
+        ratio = inst / oracle if inst is not None and oracle else None
         out.append(
-            f"| {r['policy']} | {_f(r['slo_pct'], '.2f')} | {_f(r['mean_rt_ms'], '.2f')} | "
-            f"{_f(r['p95_rt_ms'], '.2f')} | {_f(r['instance_seconds'], '.0f')} | "
-            f"{_f(r['oracle_instance_seconds'], '.0f')} | {_f(r['scaling_actions'], 'd')} |"
+            f"| {r['policy']} | {_f(r['slo_pct'], '.2f')} | {_f(r.get('slo_all_pct'), '.2f')} | "
+            f"{_f(_settling(r, 'settling_pct', 'excluded_intervals'), '.1f')} | "
+            f"{_f(_settling(r, 'settling_own_pct', 'excluded_own_intervals'), '.1f')} | "
+            f"{_f(r['mean_rt_ms'], '.2f')} | "
+            f"{_f(r['p95_rt_ms'], '.2f')} | {_f(inst, '.0f')} | "
+            f"{_f(oracle, '.0f')} | {_f(ratio, '.2f')} | {_f(r['scaling_actions'], 'd')} |"
+        )
+    return [*out, ""]
+
+
+def _pm(stat: dict[str, Any] | None, spec: str, spread: str = "sd") -> str:
+    if stat is None:
+        return "-"
+    sd = stat.get(spread)
+    mean = format(stat["mean"], spec)
+    return mean if sd is None else f"{mean} ± {format(sd, spec.lstrip('+'))}"
+
+
+def seeds_section(c: dict[str, Any], source: str) -> list[str]:
+    """A ``sim compare --seeds N`` summary: each policy's mean ± sd over the seeds and its
+    paired difference from the first policy (mean ± standard error)."""
+    seeds = c["seeds"]
+    first = c["policies"][0]["policy"]
+    out = [
+        f"## Simulator over seeds {seeds[0]}–{seeds[-1]}: {c['scenario']}",
+        "",
+        f"Source: `{source}`. Mean ± sample sd over {len(seeds)} seeds; vs {first}: the paired "
+        "difference per seed (policy − "
+        f"{first}), mean ± standard error, and on how many seeds the policy was higher.",
+        "",
+        f"| policy | SLO settled % | vs {first} | higher | SLO all % | vs {first} | settling % "
+        f"| instance-s | vs {first} | oracle instance-s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in c["policies"]:
+        vs = r.get("slo_pct_vs_first")
+        out.append(
+            f"| {r['policy']} | {_pm(r['slo_pct'], '.2f')} | {_pm(vs, '+.2f', 'se')} | "
+            f"{'-' if vs is None else str(vs['higher_on']) + '/' + str(vs['of'])} | "
+            f"{_pm(r.get('slo_all_pct'), '.2f')} | "
+            f"{_pm(r.get('slo_all_pct_vs_first'), '+.2f', 'se')} | "
+            f"{_pm(r.get('settling_pct'), '.1f')} | {_pm(r['instance_seconds'], '.0f')} | "
+            f"{_pm(r.get('instance_seconds_vs_first'), '+.0f', 'se')} | "
+            f"{_pm(r['oracle_instance_seconds'], '.0f')} |"
         )
     return [*out, ""]
 

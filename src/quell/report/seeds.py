@@ -16,7 +16,16 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-_STATS = ("slo_pct", "slo_all_pct", "instance_seconds", "oracle_instance_seconds")
+_STATS = (
+    "slo_pct",
+    "slo_all_pct",
+    "settling_pct",
+    "instance_seconds",
+    "oracle_instance_seconds",
+)
+_PAIRED = ("slo_pct", "slo_all_pct", "instance_seconds")
+"""The statistics whose paired difference from the first policy is reported
+(``<stat>_vs_first``)."""
 
 
 def _spread(values: Sequence[float]) -> dict[str, float | None]:
@@ -26,10 +35,33 @@ def _spread(values: Sequence[float]) -> dict[str, float | None]:
     return {"mean": mean, "sd": sd, "min": min(values), "max": max(values)}
 
 
+def _paired(
+    by_seed: Sequence[Mapping[str, Mapping[str, Any]]], name: str, first: str, key: str
+) -> dict[str, Any] | None:
+    """Per seed ``name``'s ``key`` minus ``first``'s: mean, standard error (sd / √n), and on
+    how many seeds it was higher; ``None`` for the first policy or without a pair."""
+    pairs = [
+        (float(s[name][key]), float(s[first][key]))
+        for s in by_seed
+        if s[name].get(key) is not None and s[first].get(key) is not None
+    ]
+    if name == first or not pairs:
+        return None
+    d = _spread([a - b for a, b in pairs])
+    se = None if d["sd"] is None else d["sd"] / math.sqrt(len(pairs))
+    return {
+        "mean": d["mean"],
+        "se": se,
+        "higher_on": sum(a > b for a, b in pairs),
+        "of": len(pairs),
+    }
+
+
 def seed_summary(docs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Per policy (in the order of the first document): mean, sample sd, min and max of each
-    statistic over the seeds that measured it, and the paired SLO % difference from the first
-    policy (mean, standard error, and on how many seeds the policy scored higher)."""
+    statistic over the seeds that measured it, and the paired difference from the first
+    policy of the settled SLO %, the SLO % over all instance-intervals and the
+    instance-seconds (mean, standard error, and on how many seeds the policy was higher)."""
     if not docs:
         return []
     names = [row["policy"] for row in docs[0]["policies"]]
@@ -41,23 +73,8 @@ def seed_summary(docs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         for key in _STATS:
             values = [float(s[name][key]) for s in by_seed if s[name].get(key) is not None]
             row[key] = _spread(values) if values else None
-        pairs = [
-            (float(s[name]["slo_pct"]), float(s[first]["slo_pct"]))
-            for s in by_seed
-            if s[name].get("slo_pct") is not None and s[first].get("slo_pct") is not None
-        ]
-        diffs = [a - b for a, b in pairs]
-        if name == first or not diffs:
-            row["slo_pct_vs_first"] = None
-        else:
-            d = _spread(diffs)
-            se = None if d["sd"] is None else d["sd"] / math.sqrt(len(diffs))
-            row["slo_pct_vs_first"] = {
-                "mean": d["mean"],
-                "se": se,
-                "higher_on": sum(a > b for a, b in pairs),
-                "of": len(pairs),
-            }
+        for key in _PAIRED:
+            row[f"{key}_vs_first"] = _paired(by_seed, name, first, key)
         rows.append(row)
     return rows
 
@@ -77,7 +94,21 @@ def print_seed_summary(
     span = f"seed {seeds[0]}" if len(seeds) == 1 else f"seeds {seeds[0]}–{seeds[-1]}"
     table = Table(title=f"{scenario}: {span}", title_justify="left")
     first = rows[0]["policy"] if rows else ""
-    for header in ("policy", "SLO %", "min", "max", f"vs {first}", "higher", "inst-s", "oracle"):
+    headers = (
+        "policy",
+        "SLO %",
+        "min",
+        "max",
+        f"vs {first}",
+        "higher",
+        "all %",
+        "vs",
+        "settling %",
+        "inst-s",
+        "vs",
+        "oracle",
+    )
+    for header in headers:
         table.add_column(header, justify="left" if header == "policy" else "right")
     for row in rows:
         slo = row["slo_pct"]
@@ -89,11 +120,16 @@ def print_seed_summary(
             "-" if slo is None else f"{slo['max']:.1f}",
             _pm(vs, "+.1f", spread="se"),
             "-" if vs is None else f"{vs['higher_on']}/{vs['of']}",
+            _pm(row.get("slo_all_pct"), ".1f"),
+            _pm(row.get("slo_all_pct_vs_first"), "+.1f", spread="se"),
+            _pm(row.get("settling_pct"), ".1f"),
             _pm(row["instance_seconds"], ".0f"),
+            _pm(row.get("instance_seconds_vs_first"), "+.0f", spread="se"),
             _pm(row["oracle_instance_seconds"], ".0f"),
         )
     console.print(table)
     console.print(
-        "SLO %: mean ± sample sd over the seeds; vs: the paired difference from the first "
-        "policy, mean ± standard error; higher: seeds on which the policy scored above it"
+        "SLO %: settled, mean ± sample sd over the seeds; all %: over all instance-intervals; "
+        "settling %: the share left out; vs: the paired difference from the first policy, "
+        "mean ± standard error; higher: seeds on which the policy scored above it"
     )

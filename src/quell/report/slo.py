@@ -23,7 +23,11 @@ added instance boots, then gets two intervals to settle. Weight changes are the 
 everyday work and exclude nothing. ``slo_fraction`` = met / counted instance-intervals;
 ``slo_fraction_all`` is the same without exclusions; ``slo_request_fraction`` weighs each counted
 instance-interval by its completed requests (a policy that idles most instances and overloads a
-few scores well by instance-intervals, not by requests).
+few scores well by instance-intervals, not by requests). ``settling_fraction`` is the share of
+instance-intervals left out, and ``settling_own_fraction`` the share left out only because of
+the policy's own scaling actions (the rest falls after changes every policy suffers): a policy
+that acts more often leaves more out, so the settled SLO is always reported with the SLO over
+all instance-intervals and the share left out beside it.
 
 **Instance-seconds** (what a cloud bills): each instance from the start of the run (initial
 ones) or from the ``AddInstance`` that asked for it (booting counts), to the end of the run, or,
@@ -101,8 +105,12 @@ def excluded(
     scenario: Scenario,
     actions: list[tuple[float, str, str, str | None]],
     settle_s: float,
+    *,
+    own: bool = True,
 ) -> NDArray[np.bool_]:
-    """Which observations fall in a settle window (see the module docstring)."""
+    """Which observations fall in a settle window (see the module docstring); ``own=False``:
+    only the windows of the changes every policy suffers (the start, events, load steps,
+    neighbours), not those of the policy's own scaling actions."""
     t = obs["time_s"]
     lo = t - obs["interval_s"] - settle_s
     glob = sorted({0.0, *(e.at_s for e in scenario.events), *load_steps(scenario)})
@@ -119,7 +127,7 @@ def excluded(
     )
     keys = np.sort(it_h * span + it_t)
     out |= (row_host >= 0) & _within(keys, row_host * span + t, row_host * span + lo)
-    ids = sorted({iid for _, _, iid, _ in actions})
+    ids = sorted({iid for _, _, iid, _ in actions}) if own else []
     if ids:
         code = {iid: k for k, iid in enumerate(ids)}
         keys = np.sort(np.asarray([code[iid] * span + at for at, _, iid, _ in actions]))
@@ -219,6 +227,7 @@ def slo_summary(
     stalled = (obs["requests"] == 0) & (obs["oldest_s"] > target)
     has = (obs["requests"] > 0) | stalled
     skip = excluded(obs, scenario, actions, settle)
+    skip_env = excluded(obs, scenario, actions, settle, own=False)
     met = (obs["requests"] > 0) & (obs["mean_rt_s"] <= target)
     counted = has & ~skip
     n_has, n_counted = int(has.sum()), int(counted.sum())
@@ -229,11 +238,16 @@ def slo_summary(
             "instance_intervals": n_has,
             "stalled_intervals": int(stalled.sum()),
             "excluded_intervals": int((has & skip).sum()),
+            "excluded_own_intervals": int((has & skip & ~skip_env).sum()),
             "counted_intervals": n_counted,
             "met_intervals": int((met & ~skip).sum()),
             "slo_fraction": round(int((met & ~skip).sum()) / n_counted, 5) if n_counted else None,
             "slo_fraction_all": round(int(met.sum()) / n_has, 5) if n_has else None,
             "slo_request_fraction": round(req_met / req_counted, 5) if req_counted else None,
+            "settling_fraction": round(int((has & skip).sum()) / n_has, 5) if n_has else None,
+            "settling_own_fraction": (
+                round(int((has & skip & ~skip_env).sum()) / n_has, 5) if n_has else None
+            ),
         }
     )
     if oracle is None:
