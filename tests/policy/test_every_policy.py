@@ -44,7 +44,7 @@ PARAMS: dict[str, dict[str, Any]] = {
 }
 """Parameters a policy cannot be built without; ``MODEL`` is a small valid bundle in base_dir,
 ``DETECTOR`` a detector whose verdict follows the response time (``tests.detect.trees``)."""
-ACTS = {"rr", "lc", "lsf", "lr", "threshold", "prima", "ic2"}
+ACTS = {"rr", "lc", "lsf", "lr", "threshold", "prima", "ic2", "target"}
 """Policies the scripted run must move to at least one action."""
 
 

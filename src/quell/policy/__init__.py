@@ -32,11 +32,15 @@ POLICIES: dict[str, str] = {
     "lr": "quell.policy.baselines:LeastResponsePolicy",
     "threshold": "quell.policy.baselines:ThresholdPolicy",
     "ic2": "quell.policy.ic2:Ic2Policy",
+    "target": "quell.policy.target:TargetTrackingPolicy",
 }
 """Policy name → ``module:Class``; imported only when asked for. The scenario schema takes its
 list of names from here."""
 
-BALANCER_OF: dict[str, Literal["roundrobin", "leastconn"]] = {"lc": "leastconn"}
+BALANCER_OF: dict[str, Literal["roundrobin", "leastconn"]] = {
+    "lc": "leastconn",
+    "target": "leastconn",
+}
 """Policies that leave the choice to the balancer's own algorithm get it in their run."""
 
 
