@@ -131,15 +131,66 @@ def _finish(
     axes[-1].set_xlabel("time since start (s)")
 
 
+Actions = Sequence[tuple[float, Sequence[dict[str, Any]]]]
+"""(time, actions as the run store keeps them) of each decision."""
+
+
+def action_marks(decisions: Actions) -> dict[str, list[float]]:
+    """The times of the instances added, removed and of the weight changes a run's policy
+    made (one mark per decision and kind)."""
+    out: dict[str, list[float]] = {"add": [], "remove": [], "weights": []}
+    kinds = {"AddInstance": "add", "RemoveInstance": "remove", "SetWeight": "weights"}
+    for t, actions in decisions:
+        seen = {kinds[a["type"]] for a in actions if a.get("type") in kinds}
+        for kind in seen:
+            out[kind].append(float(t))
+    return out
+
+
+def _mark_actions(ax: Any, decisions: Actions, target_rt_s: float | None) -> None:
+    """R_th as a horizontal line; instances added (green) and removed (red) as vertical lines;
+    weight changes as ticks along the bottom."""
+    from matplotlib.transforms import blended_transform_factory
+
+    if target_rt_s is not None:
+        ax.axhline(target_rt_s * 1e3, color="k", linestyle="--", linewidth=1.2, label="R_th")
+    marks = action_marks(decisions)
+    for kind, colour, label in (("add", "tab:green", "added"), ("remove", "tab:red", "removed")):
+        for k, t in enumerate(marks[kind]):
+            ax.axvline(
+                t,
+                color=colour,
+                linestyle="-.",
+                linewidth=0.9,
+                alpha=0.7,
+                label=f"instance {label}" if k == 0 else None,
+            )
+    if marks["weights"]:
+        trans = blended_transform_factory(ax.transData, ax.transAxes)
+        ax.plot(
+            marks["weights"],
+            [0.01] * len(marks["weights"]),
+            linestyle="none",
+            marker="|",
+            markersize=8,
+            color="0.35",
+            transform=trans,
+            label="weights changed",
+        )
+
+
 def plot_response_time(
     observations: Sequence[Observation],
     instance_ids: Sequence[str],
     phases: Sequence[Phase],
     events: Sequence[EventRow],
     path: Path,
+    target_rt_s: float | None = None,
+    decisions: Actions = (),
 ) -> Path:
     fig, axes = _figure(1)
     ax = axes[0]
+    _mark_actions(ax, decisions, target_rt_s)
     for k, iid in enumerate(instance_ids):
         colour = f"C{k % 10}"
         mean = series(observations, iid, lambda o: _ms(o.mean_rt_seconds))
@@ -210,13 +261,21 @@ def write_plots(
     phases: Sequence[Phase],
     events: Sequence[EventRow],
     out_dir: Path,
+    target_rt_s: float | None = None,
+    decisions: Actions = (),
 ) -> list[tuple[str, Path]]:
-    """Write the three PNGs into ``out_dir``; returns (title, path) for each."""
+    """Write the three PNGs into ``out_dir``; returns (title, path) for each. The response
+    times carry R_th (``target_rt_s``) and the policy's actions (``decisions``)."""
     ids = sorted({o.instance_id for o in observations})
+    rt_title = "Response time (mean and p95)"
+    if target_rt_s is not None or decisions:
+        rt_title += ", R_th, instances added and removed, weight changes"
     return [
         (
-            "Response time (mean and p95)",
-            plot_response_time(observations, ids, phases, events, out_dir / RT_PNG),
+            rt_title,
+            plot_response_time(
+                observations, ids, phases, events, out_dir / RT_PNG, target_rt_s, decisions
+            ),
         ),
         (
             "Throughput",

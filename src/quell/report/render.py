@@ -33,6 +33,14 @@ def _phases(meta: dict[str, Any]) -> list[tuple[str, float, float]]:
     return out
 
 
+def _target_rt_s(meta: dict[str, Any]) -> float | None:
+    """R_th of the run's scenario (``None`` without one, or in a run that predates it)."""
+    scn = meta.get("scenario_json")
+    target = scn.get("target") if isinstance(scn, dict) else None
+    rt = target.get("mean_rt_s") if isinstance(target, dict) else None
+    return float(rt) if isinstance(rt, (int, float)) else None
+
+
 def render_report(run_dir: Path) -> tuple[dict[str, Any], Path]:
     """Write ``RUN_DIR/report/`` (three PNGs and ``index.html``); returns (summary, report dir)."""
     if not run_dir.exists():
@@ -57,7 +65,14 @@ def render_report(run_dir: Path) -> tuple[dict[str, Any], Path]:
     out_dir = run_dir / REPORT_DIR
     try:
         out_dir.mkdir(exist_ok=True)
-        plots = write_plots(observations, phases, events, out_dir)
+        plots = write_plots(
+            observations,
+            phases,
+            events,
+            out_dir,
+            _target_rt_s(meta),
+            [(t, a) for t, _, _, a, _ in log],
+        )
         decisions = [(t, p, r, a) for t, p, r, a, _ in log]
         details = [d for *_, d in log]
         page = render_html(summary, plots, events, decisions, out_dir, details)

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 import numpy as np
 from numpy.typing import NDArray
 
-from quell.core.action import Decision
+from quell.core.action import Action, Decision, SetWeight
 from quell.core.observation import Snapshot
 from quell.models.bundle import ModelBundle, load_bundle
 from quell.models.capacity import CapacityModel
@@ -41,6 +41,7 @@ from quell.policy.prima.capacity import CapacityAccount, Plan
 from quell.policy.prima.inputs import Inputs
 from quell.policy.prima.interval import Interval
 from quell.policy.prima.params import PrimaParams
+from quell.policy.prima.rt_scale import RtScale
 from quell.policy.prima.scale_in import ScaleIn
 from quell.policy.prima.scale_out import ScaleOut
 from quell.policy.window import UtilWindow
@@ -83,6 +84,29 @@ class PrimaPolicy:
         )
         self.scale_out_ = ScaleOut(self.fleet_, self.account_, params.wait_intervals)
         self.scale_in_ = ScaleIn(self.fleet_, self.account_, params)
+        self.rt_scale_: RtScale | None = None
+        if params.rt_scale == "fleet":
+            self.rt_scale_ = RtScale(
+                bundle,
+                self.capacity_,
+                target_rt_s,
+                window=params.rt_scale_window,
+                z=params.rt_scale_z,
+                step=params.rt_scale_step,
+                lo=params.rt_scale_min,
+                hi=params.rt_scale_max,
+                min_util_pct=params.rt_scale_min_util_pct,
+            )
+        self.idle_: dict[str, int] = {}
+        """Intervals in a row each instance has had no capacity left for requests."""
+
+    def _use(self, model: CapacityModel) -> None:
+        """Plan with ``model`` from now on (``rt_scale``: the model of the factor in force)."""
+        if model is self.capacity_:
+            return
+        self.capacity_ = model
+        self.account_.use(model)
+        self.calibration_.model = model
 
     @classmethod
     def build(cls, params: dict[str, float | int | str | bool], ctx: PolicyContext) -> PrimaPolicy:
@@ -124,6 +148,8 @@ class PrimaPolicy:
         if isinstance(seen, str):
             return Decision(reason=seen)
         ids, util = seen.ids, seen.util_pct
+        if self.rt_scale_ is not None:
+            self._use(self.rt_scale_.model())
         sf, calibrated = self.calibration_.sf(ids, util, seen.sf_probe, seen.rt_s)
         u_int, u_max = self.capacity_.capacity(util, sf)
         rt_now = self.capacity_.predict_rt(util, u_int.value)
@@ -141,6 +167,9 @@ class PrimaPolicy:
             "expired_add": list(fleet.expired_),
             "instances": columns,
         }
+        if self.rt_scale_ is not None:
+            detail |= self.rt_scale_.describe()
+            self.rt_scale_.update(util, rt_now.value, seen.rt_s)
         if ids:
             now = Interval(
                 ids, seen.total_util_pct, util, u_max.value, u_int.value, plan.state, detail
@@ -177,10 +206,51 @@ class PrimaPolicy:
             decision, grew = self.scale_out_.decide(now, plan, self.scale_in_.host_u_int_)
             if grew:
                 self.scale_in_.trial_.reset()
-            return decision
+            return self._drop_idle(now, decision)
         decision, kept = self.scale_in_.decide(now, plan.coming)
         self.calibration_.watch(kept.ids, kept.total_u, kept.u_max, kept.u_int)
-        return decision
+        return self._drop_idle(now, decision)
+
+    def _drop_idle(self, now: Interval, decision: Decision) -> Decision:
+        """With ``drop_idle_intervals``: also remove the instances whose capacity has left
+        nothing for requests that long, while another instance has some."""
+        n_idle = self.params.drop_idle_intervals
+        if n_idle is None:
+            return decision
+        probe = self.account_.probes(now.ids)
+        room = now.u_max if probe is None else now.u_max - probe
+        idle = {iid for iid, r in zip(now.ids, room.tolist(), strict=True) if r <= 0}
+        self.idle_ = {i: self.idle_.get(i, 0) + 1 for i in idle}
+        if len(idle) == len(now.ids):
+            return decision
+        acted = {getattr(a, "instance_id", None) for a in decision.actions}
+        on_trial = set(self.scale_in_.on_trial_)
+        due = [
+            i
+            for i in now.ids
+            if self.idle_.get(i, 0) >= n_idle and i not in acted and i not in on_trial
+        ]
+        removed = []
+        extra: list[Action] = []
+        at = {iid: j for j, iid in enumerate(now.ids)}
+        for iid in due:
+            if not self.fleet_.can_remove():
+                break
+            host = self.fleet_.host_of(iid)
+            if host is not None:
+                self.scale_in_.host_u_int_[host] = max(float(now.u_int[at[iid]]), 0.0)
+            extra += [SetWeight(iid, 0), self.fleet_.remove(iid)]
+            removed.append(iid)
+            self.idle_.pop(iid, None)
+        if not removed:
+            return decision
+        now.detail["dropped_idle"] = removed
+        reason = (
+            f"{decision.reason}; removing {len(removed)} instance(s) with no capacity left for "
+            f"requests for {n_idle} interval(s) ({', '.join(removed[:5])}"
+            f"{' and more' if len(removed) > 5 else ''})"
+        )
+        return Decision((*decision.actions, *extra), reason=reason, detail=decision.detail)
 
 
 def _nan_to_none(a: FloatArray) -> list[float | None]:

@@ -60,3 +60,23 @@ class PrimaParams(BaseModel):
     capacities as they are, as the paper does (its probe is 0.08 % of a 1 Gbit/s link)."""
     calibrate: bool = True
     calibration_delta: Annotated[float, Field(gt=0, lt=1)] = 0.10
+    rt_scale: Literal["off", "fleet"] = "off"
+    """``fleet``: plan capacities for R_th / (q + z s), q and s the mean and sd of the fleet's
+    measured over predicted response times over the last ``rt_scale_window`` intervals
+    (``quell.policy.prima.rt_scale``): the models' arrivals are not the service's."""
+    rt_scale_window: Annotated[int, Field(ge=1, le=1000)] = 10
+    rt_scale_z: Annotated[float, Field(ge=0, le=10)] = 2.33
+    """One-sided confidence of the bound (2.33: 99 % under a normal scatter)."""
+    rt_scale_step: Annotated[float, Field(gt=0, le=1)] = 0.05
+    rt_scale_min: Annotated[float, Field(gt=0, le=1)] = 0.5
+    rt_scale_max: Annotated[float, Field(ge=1, le=10)] = 2.0
+    rt_scale_min_util_pct: Annotated[float, Field(ge=0, le=100)] = 5.0
+    """Instances below this U give no ratio (an idle instance's few requests say little)."""
+    drop_idle_intervals: Annotated[int, Field(ge=1, le=1000)] | None = None
+    """Remove an instance whose capacity has left nothing for requests (U_max at or below its
+    probe's share: it serves at weight 0) for this many intervals in a row, while another
+    instance has capacity; ``None``: keep it until a scale-in finds it (the paper)."""
+    scale_in_partial: bool = False
+    """When a scale-in trial ends without the headroom, bring back only the instances on trial
+    that make it up (highest U_max first) and remove the others; ``False``: bring them all
+    back and wait twice as long (as before)."""

@@ -145,6 +145,13 @@ class ScaleIn:
         step = self.trial_.step(short, spare)
         detail["on_trial"] = list(self.on_trial_)
         carried = f"ΣU_max={cap_keep:.1f}% of the {len(kept.ids)} kept"
+        if step == "failed" and self.params.scale_in_partial:
+            partial = self._partial(now, kept.u_max, demand)
+            if partial is not None:
+                back, drop = partial
+                self.on_trial_ = ()
+                self.excess_.clear()
+                return self._remove(now, drop, trial_u=kept_u, back=back)
         if step == "failed":
             drop = list(self.on_trial_)
             self._end_trial()
@@ -173,6 +180,26 @@ class ScaleIn:
             detail=detail,
         ), kept
 
+    def _partial(
+        self, now: Interval, kept_u_max: np.ndarray, demand: float
+    ) -> tuple[list[str], list[str]] | None:
+        """The instances on trial to bring back (highest U_max first) so that the kept ones and
+        they carry ``demand`` with the headroom, and the others, to remove; ``None`` when all
+        must come back."""
+        at = {iid: j for j, iid in enumerate(now.ids)}
+        trial = sorted(self.on_trial_, key=lambda i: -float(now.u_max[at[i]]))
+        need = demand * (1.0 + self.params.scale_in_headroom) - float(kept_u_max.sum())
+        back: list[str] = []
+        for iid in trial:
+            if need <= 0:
+                break
+            back.append(iid)
+            need -= float(now.u_max[at[iid]])
+        drop = [i for i in trial if i not in back]
+        if need > 0 or not drop:
+            return None
+        return back, drop
+
     def _end_trial(self) -> None:
         """All instances back in after a failed trial; the excess must show afresh."""
         self.on_trial_ = ()
@@ -184,6 +211,7 @@ class ScaleIn:
         drop: list[str],
         trial_u: float | None = None,
         load_u: float | None = None,
+        back: list[str] | None = None,
     ) -> tuple[Decision, Interval]:
         """Remove ``drop``. ``trial_u``: the kept instances' own load at the end of a passed
         trial (what they were judged on), else they were judged on ``load_u`` (U less the
@@ -214,6 +242,11 @@ class ScaleIn:
             else f"carried their U={trial_u:.1f}% through the trial with {self._headroom()} "
             "to spare"
         )
+        if back:
+            carried = (
+                f"carry their U={trial_u:.1f}% with {self._headroom()} to spare with "
+                f"{_names(back)} back from the trial"
+            )
         return Decision(
             tuple(actions),
             reason=f"{len(kept.ids)} instance(s) with ΣU_max={cap_keep:.1f}% {carried}: scale "
