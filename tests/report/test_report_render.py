@@ -195,3 +195,15 @@ def test_malformed_meta(tmp_path: Path) -> None:
     store.close()
     _expect_input_error(tmp_path, "not a usable run store")
     assert not (tmp_path / "report").exists()
+
+
+def test_action_marks_one_per_decision_and_kind() -> None:
+    from quell.report.plots import action_marks
+
+    decisions = [
+        (10.0, [{"type": "SetWeight", "instance_id": "a", "weight": 3}] * 2),
+        (20.0, [{"type": "AddInstance", "instance_id": "n1", "host": "h2", "weight": 0}]),
+        (30.0, [{"type": "RemoveInstance", "instance_id": "a"}, {"type": "SetWeight"}]),
+        (40.0, []),
+    ]
+    assert action_marks(decisions) == {"add": [20.0], "remove": [30.0], "weights": [10.0, 30.0]}

@@ -60,6 +60,10 @@ def test_compare_runs_each_policy_and_prints_one_json_document(tmp_path: Path) -
     assert "SLO %" in proc.stdout and "oracle" in proc.stdout
     cmp_dir = Path(doc["comparison_dir"])
     assert json.loads((cmp_dir / "comparison.json").read_text()) == doc
+    # one page with the policies side by side: a figure of one column each
+    page = Path(doc["page"])
+    assert page == cmp_dir / "comparison.html" and "comparison.png" in page.read_text()
+    assert (cmp_dir / "comparison.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     for row in doc["policies"]:
         run = Path(row["run_dir"])
         assert run.parent == cmp_dir and (run / "run.db").is_file()

@@ -116,6 +116,15 @@ def compare_in_sim(
             env.close()
             store.close()
         rows.append(comparison_row(name, run_dir, summary, slo))
+    from quell.report.compare_page import write_comparison_page
+
+    target = scenario.target.mean_rt_s if scenario.target else None
+    page = write_comparison_page(
+        f"{scenario.name} (seed {scenario.seed})",
+        [(r["policy"], Path(r["run_dir"])) for r in rows],
+        target,
+        cmp_dir,
+    )
     doc: dict[str, Any] = {
         "scenario": scenario.name,
         "seed": scenario.seed,
@@ -123,6 +132,7 @@ def compare_in_sim(
         "target_rt_s": scenario.target.mean_rt_s if scenario.target else None,
         "settle_s": default_settle_s(scenario),
         "oracle": oracle.to_dict() if oracle is not None else None,
+        "page": str(page),
         "policies": rows,
     }
     return _written(cmp_dir / COMPARISON_FILE, doc)
@@ -219,9 +229,13 @@ def compare_in_lab(
         runs.append((key, run_dir))
         if over:
             stolen[key] = [str(d) for d in over]
+    from quell.report.compare_page import write_comparison_page
+
     result = comparison(scenario, runs) | {"max_steal_pct": max_steal_pct, "stolen": stolen}
     cmp_dir = new_run_dir(runs_dir, scenario, "lab-compare")
     cmp_dir.mkdir(parents=True)
+    target = scenario.target.mean_rt_s if scenario.target else None
+    result["page"] = str(write_comparison_page(scenario.name, runs, target, cmp_dir))
     out = cmp_dir / COMPARISON_FILE
     return _written(out, result), out
 
