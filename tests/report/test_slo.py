@@ -83,22 +83,22 @@ def test_slo_fraction_exclusions_and_instance_seconds(tmp_path: Path) -> None:
     store = build_store(tmp_path / "run", s)
     out = slo_summary(store, s)
     # settle = boot 10 + 2 x 10 = 30 s. An interval (t - 10, t] is left out when it overlaps
-    # [d, d + 30): start d = 0 → t 10..30 (all); event 50 → t 60..80 (all); h1's switch at 70
-    # → b's t 80..100; c's add at 20 → c's 30..50, its removal at 70 → c's 80..100.
-    # Counted: a 40, 50, 90 (100 has no requests); b 40, 50; c none. Met: a 40, 50; b 50.
+    # [d, d + 30): start d = 0 → t 10..30 (all); event 50 → t 60..80 (all). h1's switch at 70
+    # leaves out only b's interval it takes effect in, (70, 80]; the policy's own additions and
+    # removals leave out nothing. Counted: a 40, 50, 90 (100 has no requests); b 40, 50, 90,
+    # 100; c 40, 50. Met: all but a 90 (0.2 s) and b 40 (0.3 s).
     assert out["settle_s"] == default_settle_s(s) == 30.0
+    assert out["neighbour_settle_s"] == 0.0
     assert out["instance_intervals"] == 9 + 10 + 5
-    assert out["counted_intervals"] == 5
-    assert out["excluded_intervals"] == 24 - 5
-    assert out["met_intervals"] == 3
-    assert out["slo_fraction"] == 0.6
+    assert out["counted_intervals"] == 9
+    assert out["excluded_intervals"] == 24 - 9
+    assert out["met_intervals"] == 7
+    assert out["slo_fraction"] == round(7 / 9, 5)
     assert out["slo_fraction_all"] == round(21 / 24, 5)  # a 20, a 90, b 40 miss
-    assert out["slo_request_fraction"] == 0.6  # 10 requests in each
-    # left out: 19 of 24; only for the policy's own actions: c's 40 and 50 (its addition at 20;
-    # its 60..80 fall after the event too, its 80 after its removal and the event)
-    assert out["settling_fraction"] == round(19 / 24, 5)
-    assert out["excluded_own_intervals"] == 2
-    assert out["settling_own_fraction"] == round(2 / 24, 5)
+    assert out["slo_request_fraction"] == round(7 / 9, 5)  # 10 requests in each
+    assert out["settling_fraction"] == round(15 / 24, 5)
+    assert out["excluded_own_intervals"] == 0
+    assert out["settling_own_fraction"] == 0.0
     # billed: a, b the whole 100 s; c from its request at 20 to its last report at 80;
     # d from 30 to its cancellation at 40
     assert out["instance_seconds"] == 100 + 100 + 60 + 10
@@ -112,13 +112,29 @@ def test_slo_fraction_exclusions_and_instance_seconds(tmp_path: Path) -> None:
     store.close()
 
 
+def test_the_rule_before_own_actions_and_a_wider_neighbour_window(tmp_path: Path) -> None:
+    s = scenario()
+    store = build_store(tmp_path / "run", s)
+    # exclude_own (the rule before): c's addition at 20 also leaves out c's 30..50 and its
+    # removal at 70 c's 80..100; the h1 switch at 70 with neighbour_settle_s 30 leaves out b's
+    # t 80..100 ((t - 10 - 30) <= 70 < t). Counted: a 40, 50, 90; b 40, 50. Met: a 40, 50,
+    # b 50; left out only for c's own actions: c 40 and 50 (60..80 fall after the event too).
+    out = slo_summary(store, s, exclude_own=True, neighbour_settle_s=30.0)
+    assert (out["counted_intervals"], out["met_intervals"]) == (5, 3)
+    assert out["slo_fraction"] == 0.6
+    assert out["settling_fraction"] == round(19 / 24, 5)
+    assert out["excluded_own_intervals"] == 2
+    assert out["settling_own_fraction"] == round(2 / 24, 5)
+    store.close()
+
+
 def test_a_longer_settle_and_no_target(tmp_path: Path) -> None:
     s = scenario()
     store = build_store(tmp_path / "run", s)
-    # 35 s: the start also covers t 40, the event t 90 (a's miss at 90 drops out) and c's add
-    # t 60; only a 50 and b 50 remain, both met
+    # 35 s: the start covers t 10..40, the event t 60..90 (a's miss at 90 drops out), h1's
+    # switch b's t 80; counted: a 50; b 50, 100; c 50 (a 100 is idle), all met
     out = slo_summary(store, s, settle_s=35.0)
-    assert (out["counted_intervals"], out["met_intervals"]) == (2, 2)
+    assert (out["counted_intervals"], out["met_intervals"]) == (4, 4)
     assert out["slo_fraction"] == 1.0
     plain = slo_summary(store, scenario(target=None))
     assert plain["target_rt_s"] is None and "slo_fraction" not in plain
@@ -142,7 +158,7 @@ def test_load_steps_are_the_changes_of_a_stepped_schedule() -> None:
     assert load_steps(scenario(workload=ramp)) == []
 
 
-@pytest.mark.parametrize(("oldest_s", "counted", "met"), [(None, 5, 3), (0.05, 5, 3), (0.5, 6, 3)])
+@pytest.mark.parametrize(("oldest_s", "counted", "met"), [(None, 9, 7), (0.05, 9, 7), (0.5, 10, 7)])
 def test_an_instance_that_finishes_nothing_while_holding_old_requests_misses(
     tmp_path: Path, oldest_s: float | None, counted: int, met: int
 ) -> None:
@@ -155,5 +171,5 @@ def test_an_instance_that_finishes_nothing_while_holding_old_requests_misses(
     finally:
         STALLED.clear()
     assert (out["counted_intervals"], out["met_intervals"]) == (counted, met)
-    assert out["stalled_intervals"] == (1 if counted == 6 else 0)
+    assert out["stalled_intervals"] == (1 if counted == 10 else 0)
     store.close()

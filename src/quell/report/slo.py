@@ -14,20 +14,28 @@ changes and their scopes:
 
 * the start of the run (d = 0) and every scenario event (``events[].at_s``): every instance;
 * every load step: a point of a ``schedule`` arrival process with ``shape: steps`` (after 0,
-  where the rate changes): every instance (ramps and random processes have no steps);
-* every on/off switch of a ``service.interference`` source: the instances on that host;
-* every ``AddInstance`` / ``RemoveInstance`` a policy made: the instance it names.
+  where the rate changes): every instance (ramps and random processes have no steps).
 
-``settle_s`` defaults to boot_s + 2 × interval_s (``scaling.boot_s``, 30 s without scaling): an
-added instance boots, then gets two intervals to settle. Weight changes are the policy's
-everyday work and exclude nothing. ``slo_fraction`` = met / counted instance-intervals;
+``settle_s`` defaults to boot_s + 2 × interval_s (``scaling.boot_s``, 30 s without scaling): a
+change to the whole service may need instances booted, then two intervals to settle.
+
+* every on/off switch of a ``service.interference`` source leaves out only the instance-intervals
+  of that host's instances in which it takes effect (t − Δ ≤ d < t, widened by
+  ``neighbour_settle_s``, default 0): no policy can see a neighbour before the interval it
+  arrived in has ended, and from the next interval on it has had one decision to move the load,
+  which needs no boot.
+
+A policy's own ``AddInstance`` / ``RemoveInstance`` exclude nothing: it foresees them, and a
+policy that acts more often must not leave more of its intervals out (``exclude_own=True``
+restores the rule before 2026-11-26, which left out the named instance's intervals for
+``settle_s`` after each). Weight changes are the policy's everyday work and exclude nothing.
+``slo_fraction`` = met / counted instance-intervals;
 ``slo_fraction_all`` is the same without exclusions; ``slo_request_fraction`` weighs each counted
 instance-interval by its completed requests (a policy that idles most instances and overloads a
 few scores well by instance-intervals, not by requests). ``settling_fraction`` is the share of
 instance-intervals left out, and ``settling_own_fraction`` the share left out only because of
-the policy's own scaling actions (the rest falls after changes every policy suffers): a policy
-that acts more often leaves more out, so the settled SLO is always reported with the SLO over
-all instance-intervals and the share left out beside it.
+the policy's own scaling actions (0 unless ``exclude_own``); the settled SLO is always reported
+with the SLO over all instance-intervals and the share left out beside it.
 
 **Instance-seconds** (what a cloud bills): each instance from the start of the run (initial
 ones) or from the ``AddInstance`` that asked for it (booting counts), to the end of the run, or,
@@ -106,11 +114,12 @@ def excluded(
     actions: list[tuple[float, str, str, str | None]],
     settle_s: float,
     *,
-    own: bool = True,
+    own: bool = False,
+    neighbour_settle_s: float = 0.0,
 ) -> NDArray[np.bool_]:
-    """Which observations fall in a settle window (see the module docstring); ``own=False``:
-    only the windows of the changes every policy suffers (the start, events, load steps,
-    neighbours), not those of the policy's own scaling actions."""
+    """Which observations fall in a settle window (see the module docstring); ``own=True``:
+    also the windows of the policy's own scaling actions (``settle_s`` each), not only those of
+    the changes every policy suffers (the start, events, load steps, neighbours)."""
     t = obs["time_s"]
     lo = t - obs["interval_s"] - settle_s
     glob = sorted({0.0, *(e.at_s for e in scenario.events), *load_steps(scenario)})
@@ -126,7 +135,11 @@ def excluded(
         svc.interference, scenario.hosts, scenario.duration_s, scenario.seed
     )
     keys = np.sort(it_h * span + it_t)
-    out |= (row_host >= 0) & _within(keys, row_host * span + t, row_host * span + lo)
+    lo_host = t - obs["interval_s"] - neighbour_settle_s
+    hit = np.searchsorted(keys, row_host * span + t, side="left") > np.searchsorted(
+        keys, row_host * span + lo_host, side="left"
+    )
+    out |= (row_host >= 0) & hit
     ids = sorted({iid for _, _, iid, _ in actions}) if own else []
     if ids:
         code = {iid: k for k, iid in enumerate(ids)}
@@ -203,6 +216,8 @@ def slo_summary(
     settle_s: float | None = None,
     oracle: OracleResult | None = None,
     base_dir: Path | None = None,
+    neighbour_settle_s: float = 0.0,
+    exclude_own: bool = False,
 ) -> dict[str, Any]:
     """The SLO numbers of a run: met fraction, instance-seconds, scaling actions, overall mean
     and p95 RT and, with a target, the oracle's instance-seconds (computed from the scenario,
@@ -215,6 +230,7 @@ def slo_summary(
     out: dict[str, Any] = {
         "target_rt_s": scenario.target.mean_rt_s if scenario.target else None,
         "settle_s": settle,
+        "neighbour_settle_s": neighbour_settle_s,
         "instance_seconds": round(instance_seconds(obs, scenario, actions, end_s), 3),
         "scaling_actions": len(actions),
         "instances_added": sum(1 for a in actions if a[1] == "AddInstance"),
@@ -226,8 +242,14 @@ def slo_summary(
     target = scenario.target.mean_rt_s
     stalled = (obs["requests"] == 0) & (obs["oldest_s"] > target)
     has = (obs["requests"] > 0) | stalled
-    skip = excluded(obs, scenario, actions, settle)
-    skip_env = excluded(obs, scenario, actions, settle, own=False)
+    skip = excluded(
+        obs, scenario, actions, settle, own=exclude_own, neighbour_settle_s=neighbour_settle_s
+    )
+    skip_env = (
+        excluded(obs, scenario, actions, settle, neighbour_settle_s=neighbour_settle_s)
+        if exclude_own
+        else skip
+    )
     met = (obs["requests"] > 0) & (obs["mean_rt_s"] <= target)
     counted = has & ~skip
     n_has, n_counted = int(has.sum()), int(counted.sum())
