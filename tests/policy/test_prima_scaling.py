@@ -5,6 +5,7 @@ a neighbour at R_th = 25 ms)."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -493,3 +494,94 @@ def test_reweight_many_matches_reweight() -> None:
     assert a.reweight_many(ids, w) == b.reweight(dict(zip(ids, w.tolist(), strict=True)))
     assert a.reweight_many(ids, w * 0 + 7) == b.reweight(dict.fromkeys(ids, 7))
     assert a.reweight_many(ids, w * 0 + 9) == ()  # same split as 7 everywhere
+
+
+# -- issue 25: dropping idle instances, partial trials, onsets, host memory --------------------
+def cols(d: Decision, iid: str) -> dict[str, object]:
+    return instance_rows(d.detail)[iid]
+
+
+def test_an_instance_left_no_capacity_is_dropped_after_that_many_intervals(
+    tmp_path: Path,
+) -> None:
+    # i2 at U 5 behind a neighbour of 95 %: U_total 100, SF 6, U_int 95, U_max 45 - 95 / 2 < 0
+    # (clamped at 0): no room for requests. i1 carries 30 % of its 45: no shortfall, and a
+    # headroom of 10x keeps any scale-in away. After two such intervals i2 goes (it serves at
+    # the weight 0 set in the first: an instance given new weights is not removed at once).
+    p = policy(tmp_path, 2, drop_idle_intervals=2, scale_in_headroom=10.0)
+    d = p.decide(at(10, obs(10, "i1", 30.0, 30.0), obs(10, "i2", 5.0, 100.0)))
+    assert cols(d, "i2")["u_max_pct"] == 0.0 and removes(d) == []
+    w = {a.instance_id: a.weight for a in d.actions if isinstance(a, SetWeight)}
+    assert w == {"i1": 256, "i2": 0}
+    o1 = replace(obs(20, "i1", 30.0, 30.0), weight=256)
+    d = p.decide(at(20, o1, replace(obs(20, "i2", 5.0, 100.0), weight=0)))
+    assert removes(d) == ["i2"] and d.detail["dropped_idle"] == ["i2"]
+    assert "no capacity left for requests for 2 interval(s) (i2)" in d.reason
+
+
+def test_without_drop_idle_an_instance_with_no_capacity_stays(tmp_path: Path) -> None:
+    p = policy(tmp_path, 2, scale_in_headroom=10.0)
+    for t in (10, 20, 30):
+        d = p.decide(at(t, obs(t, "i1", 30.0, 30.0), obs(t, "i2", 5.0, 100.0)))
+        assert removes(d) == []
+
+
+def test_a_failed_trial_brings_back_only_the_instances_it_needs(tmp_path: Path) -> None:
+    # Four instances at 9 % (U = 36 %): one would carry it (36 x 1.1 = 39.6 <= 45), so i2..i4
+    # go on trial. i1 then carries 42 %, 42 x 1.1 = 46.2 > 45: 1.2 % short of the headroom.
+    # With scale_in_partial one instance on trial (45 % of capacity) makes that up: it comes
+    # back and the other two go; without, all three come back.
+    def run(partial: bool) -> Decision:
+        p = policy(tmp_path, 4, wait_intervals=0, scale_in_headroom=0.1, scale_in_partial=partial)
+        p.decide(at(10, *[obs(10, f"i{k}", 9.0, 9.0) for k in range(1, 5)]))
+        assert p.trial_ == ("i2", "i3", "i4")
+        for t in (20, 30, 40, 50):
+            rest = [obs(t, f"i{k}", 0.0, 0.0) for k in range(2, 5)]
+            d = p.decide(at(t, obs(t, "i1", 42.0, 42.0), *rest))
+        return d
+
+    d = run(True)
+    assert removes(d) == ["i3", "i4"] and d.detail["kept"] == ["i1", "i2"]
+    assert "with i2 back from the trial: scale in, removing 2 (i3, i4)" in d.reason
+    assert removes(run(False)) == []
+
+
+def test_an_onset_reads_the_neighbour_at_twice_its_first_reading(tmp_path: Path) -> None:
+    # i1 at U 30 reads no neighbour (U_total 30, below the knee); then U_total 50: SF 1.0,
+    # U_int = 50 - 30 = 20, U_max = 45 - 20 / 2 = 35. An onset (last U_int 0 <= 2 %) takes
+    # U_int 2 x 20 = 40, U_max = 45 - 40 / 2 = 25, for that interval only; the next reading of
+    # the same neighbour is taken as read.
+    p = policy(tmp_path, 2, onset_scale=2.0, sf_window=1, scale_in_headroom=10.0)
+    p.decide(at(10, obs(10, "i1", 30.0, 30.0), obs(10, "i2", 30.0, 30.0)))
+    d = p.decide(at(20, obs(20, "i1", 30.0, 50.0), obs(20, "i2", 30.0, 30.0)))
+    assert d.detail["onset"] == ["i1"]
+    assert cols(d, "i1")["u_int_pct"] == pytest.approx(40.0, abs=0.3)
+    assert cols(d, "i1")["u_max_pct"] == pytest.approx(25.0, abs=0.3)
+    assert cols(d, "i2")["u_max_pct"] == pytest.approx(45.0, abs=0.3)
+    d = p.decide(at(30, obs(30, "i1", 30.0, 50.0), obs(30, "i2", 30.0, 30.0)))
+    assert "onset" not in d.detail
+    assert cols(d, "i1")["u_int_pct"] == pytest.approx(20.0, abs=0.3)
+    assert cols(d, "i1")["u_max_pct"] == pytest.approx(35.0, abs=0.3)
+    # without the option the first reading is taken as read
+    q = policy(tmp_path, 2, sf_window=1, scale_in_headroom=10.0)
+    q.decide(at(10, obs(10, "i1", 30.0, 30.0), obs(10, "i2", 30.0, 30.0)))
+    d = q.decide(at(20, obs(20, "i1", 30.0, 50.0), obs(20, "i2", 30.0, 30.0)))
+    assert cols(d, "i1")["u_max_pct"] == pytest.approx(35.0, abs=0.3)
+
+
+def test_host_memory_forgets_an_old_neighbour_reading(tmp_path: Path) -> None:
+    # U_int 40 read on h2 at 100 s and 10 on h3 at 400 s. With 300 s of memory, at 400 s h2
+    # scores 40 e^-1 = 14.7 and h3 10 (h3 is taken first); at 700 s h2 scores 40 e^-2 = 5.4
+    # and h3 10 e^-1 = 3.7 (h3 still first).
+    p = policy(tmp_path, 1, host_memory_s=300.0)
+    p.scale_in_.host_u_int_["h2"] = 40.0
+    p.now_s_ = 100.0
+    assert p._avoid() == {"h2": pytest.approx(40.0)}
+    p.scale_in_.host_u_int_["h3"] = 10.0
+    p.now_s_ = 400.0
+    assert p._avoid() == {"h2": pytest.approx(40 * math.exp(-1)), "h3": pytest.approx(10.0)}
+    p.now_s_ = 700.0
+    got = p._avoid()
+    assert got["h2"] == pytest.approx(40 * math.exp(-2))
+    assert got["h3"] == pytest.approx(10 * math.exp(-1))
+    assert policy(tmp_path, 1)._avoid() == {}

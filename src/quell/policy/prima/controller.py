@@ -25,6 +25,7 @@ shortfall and on capacity to spare.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import numpy as np
@@ -40,6 +41,7 @@ from quell.policy.prima.calibration import Calibration
 from quell.policy.prima.capacity import CapacityAccount, Plan
 from quell.policy.prima.inputs import Inputs
 from quell.policy.prima.interval import Interval
+from quell.policy.prima.onset import Onset
 from quell.policy.prima.params import PrimaParams
 from quell.policy.prima.rt_scale import RtScale
 from quell.policy.prima.scale_in import ScaleIn
@@ -97,6 +99,12 @@ class PrimaPolicy:
                 hi=params.rt_scale_max,
                 min_util_pct=params.rt_scale_min_util_pct,
             )
+        self.onset_: Onset | None = None
+        if params.onset_scale is not None:
+            self.onset_ = Onset(params.onset_scale, params.onset_floor_pct)
+        self.host_read_: dict[str, tuple[float, float]] = {}
+        """With ``host_memory_s``: (U_int, time) last read on each host left behind."""
+        self.now_s_ = 0.0
         self.idle_: dict[str, int] = {}
         """Intervals in a row each instance has had no capacity left for requests."""
 
@@ -144,6 +152,7 @@ class PrimaPolicy:
     def decide(self, snapshot: Snapshot) -> Decision:
         fleet = self.fleet_
         fleet.update(snapshot)
+        self.now_s_ = snapshot.time_s
         seen = self.inputs_.read(snapshot, fleet)
         if isinstance(seen, str):
             return Decision(reason=seen)
@@ -152,6 +161,10 @@ class PrimaPolicy:
             self._use(self.rt_scale_.model())
         sf, calibrated = self.calibration_.sf(ids, util, seen.sf_probe, seen.rt_s)
         u_int, u_max = self.capacity_.capacity(util, sf)
+        onsets: list[str] = []
+        if self.onset_ is not None:
+            fresh = ~np.isnan(seen.sf_sample)
+            u_int, u_max, onsets = self.onset_.adjust(self.capacity_, ids, u_int, u_max, fresh)
         rt_now = self.capacity_.predict_rt(util, u_int.value)
         pending = sorted(fleet.pending_add)
         plan = self.account_.plan(seen.total_util_pct, u_max.value, pending, seen.awaiting)
@@ -167,6 +180,8 @@ class PrimaPolicy:
             "expired_add": list(fleet.expired_),
             "instances": columns,
         }
+        if onsets:
+            detail["onset"] = onsets
         if self.rt_scale_ is not None:
             detail |= self.rt_scale_.describe()
             self.rt_scale_.update(util, rt_now.value, seen.rt_s)
@@ -203,13 +218,26 @@ class PrimaPolicy:
         self.scale_out_.observe(plan.shortfall)
         self.scale_in_.observe(now.ids, plan.shortfall)
         if plan.shortfall:
-            decision, grew = self.scale_out_.decide(now, plan, self.scale_in_.host_u_int_)
+            decision, grew = self.scale_out_.decide(now, plan, self._avoid())
             if grew:
                 self.scale_in_.trial_.reset()
             return self._drop_idle(now, decision)
         decision, kept = self.scale_in_.decide(now, plan.coming)
         self.calibration_.watch(kept.ids, kept.total_u, kept.u_max, kept.u_int)
         return self._drop_idle(now, decision)
+
+    def _avoid(self) -> Mapping[str, float]:
+        """The score a scale-out ranks free hosts by: the U_int last read on each, or with
+        ``host_memory_s`` that U_int × exp(−age / host_memory_s)."""
+        read = self.scale_in_.host_u_int_
+        tau = self.params.host_memory_s
+        if tau is None:
+            return read
+        now, seen = self.now_s_, self.host_read_
+        for host, u in read.items():
+            if host not in seen or seen[host][0] != u:
+                seen[host] = (u, now)
+        return {h: u * math.exp(-(now - at) / tau) for h, (u, at) in seen.items()}
 
     def _drop_idle(self, now: Interval, decision: Decision) -> Decision:
         """With ``drop_idle_intervals``: also remove the instances whose capacity has left

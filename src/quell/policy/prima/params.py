@@ -80,3 +80,14 @@ class PrimaParams(BaseModel):
     """When a scale-in trial ends without the headroom, bring back only the instances on trial
     that make it up (highest U_max first) and remove the others; ``False``: bring them all
     back and wait twice as long (as before)."""
+    onset_scale: Annotated[float, Field(ge=1, le=10)] | None = None
+    """When an instance whose last reading showed no neighbour load (U_int at most
+    ``onset_floor_pct``) reads some, take its U_int this many times as read for that interval
+    (``quell.policy.prima.onset``): a neighbour that arrived part-way through the interval is
+    in only the downloads after it, on average half. ``None``: as read (the paper)."""
+    onset_floor_pct: Annotated[float, Field(ge=0, le=100)] = 2.0
+    host_memory_s: Annotated[float, Field(gt=0, le=1e6)] | None = None
+    """A scale-out takes the free hosts PRIMA left behind a neighbour last, by the U_int it read
+    there; with this, by that U_int × exp(−age / this), age the time since it was read: a
+    neighbour whose on periods last this long on average is, after that age, still there with
+    probability exp(−age / this). ``None``: the U_int as read, however old (as before)."""

@@ -1,0 +1,55 @@
+"""A neighbour's onset read at its full level (``onset_scale``; docs/prima.md, issue 25).
+
+An interval's probe reading is the mean of the downloads that finished in it. A neighbour that
+arrives part-way through an interval is seen in only the downloads after it, so the first
+reading of it is a mix: for an arrival time uniform over the interval, the neighbour's load
+(U_int) reads on average half its level, and PRIMA, trusting it, leaves the instance a share
+that its neighbour's full level does not allow — one more interval above R_th before the next
+reading shows the whole of it. When an instance whose last reading showed no neighbour load
+(U_int at most ``floor_pct``) reads some now, its U_int is taken ``scale`` times as read (2:
+the reciprocal of the expected half), for this interval only; the next reading, made with the
+neighbour there throughout, replaces it."""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from quell.models.capacity import CapacityModel, Query
+
+FloatArray = NDArray[np.float64]
+
+
+class Onset:
+    """The U_int each instance read last (``last_u_int_``) and the onsets of this interval."""
+
+    def __init__(self, scale: float, floor_pct: float) -> None:
+        self.scale = scale
+        self.floor_pct = floor_pct
+        self.last_u_int_: dict[str, float] = {}
+
+    def adjust(
+        self,
+        model: CapacityModel,
+        ids: list[str],
+        u_int: Query,
+        u_max: Query,
+        fresh: NDArray[np.bool_],
+    ) -> tuple[Query, Query, list[str]]:
+        """(U_int, U_max) with each onset's U_int scaled, and the instances at an onset.
+        ``fresh``: whether each instance's probe reported in this interval (a reading carried
+        over from before is no new onset)."""
+        last = np.fromiter(
+            (self.last_u_int_.get(i, np.nan) for i in ids), dtype=float, count=len(ids)
+        )
+        value = u_int.value
+        onset = fresh & (last <= self.floor_pct) & (value > self.floor_pct)
+        self.last_u_int_ = dict(zip(ids, value.tolist(), strict=True))
+        if not onset.any():
+            return u_int, u_max, []
+        scaled = np.where(onset, value * self.scale, value)
+        cap = model.capacity_for(scaled)
+        new_max = np.where(onset, cap.value, u_max.value)
+        clamped = np.where(onset, cap.clamped | u_int.clamped, u_max.clamped)
+        at = [ids[k] for k in np.flatnonzero(onset).tolist()]
+        return Query(scaled, u_int.clamped), Query(new_max, clamped), at
