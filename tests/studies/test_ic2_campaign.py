@@ -20,7 +20,13 @@ from quell.experiment.sim import run_sim
 from quell.scenario import load_scenario
 from quell.scenario.model import Scenario
 from quell.store.run import RunStore
-from quell.studies.ic2.campaign import Trainer, interfered_instances, load_campaign, score_run
+from quell.studies.ic2.campaign import (
+    Trainer,
+    ablation,
+    interfered_instances,
+    load_campaign,
+    score_run,
+)
 from tests.cli.inprocess import assert_refused, run_quell
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -197,3 +203,27 @@ def test_evaluate_refuses_what_it_cannot_use(tmp_path: Path) -> None:
         run_quell("ic2", "evaluate", test, "--model", bundle_dir, "--run", other["run_dir"]),
         "they differ in duration_s, events, name",
     )
+
+
+def test_the_ablation_regrows_the_final_tree_at_the_spec_cost(tmp_path: Path) -> None:
+    # The spec's cost is the paper's 5:1:10 as weights: the ablation's row for it must score
+    # exactly as the campaign's own final detector does; every cost gives one row per run.
+    out = tmp_path / "out"
+    path = spec(tmp_path)
+    Trainer(load_campaign(path), out, run_sim).train()
+    test = onoff(tmp_path, "test.yaml", seed=99)
+    scenario = load_scenario(test)
+    run_dir = Path(run_sim(scenario, test, tmp_path / "runs")["run_dir"])
+    with RunStore.open(run_dir) as store:
+        rows = ablation(load_campaign(path), out, [(store, scenario)])
+        own = score_run(store, scenario, load_detector(out / "detector.json").detector)
+    assert [(r["cost"], r["method"]) for r in rows] == [
+        ("1:1:1", "weights"),
+        ("5:1:10", "weights"),
+        ("5:1:10", "expected"),
+    ]
+    own.pop("instances")
+    assert {k: v for k, v in rows[1].items() if k not in ("test", "cost", "method")} == own
+    done = run_quell("ic2", "ablate", path, "--out", out, run_dir, "--json")
+    assert done.code == 0, done.stderr
+    assert done.stdout.count('"cost":') == 3

@@ -317,3 +317,60 @@ def ic2_table4(
     out_console.print(table)
     if as_json:
         emit_json(doc)
+
+
+@ic2_app.command("ablate")
+def ic2_ablate(
+    spec_path: SpecArg,
+    out: Annotated[Path, typer.Option("--out", help="The finished campaign's directory.")],
+    run_dirs: Annotated[list[Path], typer.Argument(help="Recorded runs to score on.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """The cost ablation (1:1:1 against 5:1:10, as weights and as expected cost): trees grown
+    on a finished campaign's last-phase data, scored on recorded runs it never saw."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from quell.cli.console import emit_json, out_console
+    from quell.errors import InputError, Problem
+    from quell.scenario.model import Scenario
+    from quell.store.run import RunStore
+    from quell.studies.ic2.campaign import ablation, load_campaign
+
+    campaign = load_campaign(spec_path)
+    stores = []
+    try:
+        runs = []
+        for d in run_dirs:
+            store = RunStore.open(d)
+            stores.append(store)
+            recorded = store.meta().get("scenario_json")
+            if not isinstance(recorded, dict):
+                raise InputError(str(d), [Problem("meta.scenario_json", "missing")])
+            runs.append((store, Scenario.model_validate(recorded)))
+        rows = ablation(campaign, out, runs)
+    finally:
+        for s in stores:
+            s.close()
+    table = Table(title="cost ablation: class I on runs the trees never saw", title_justify="left")
+    cols = [
+        ("test", "test", "s"),
+        ("cost", "cost", "s"),
+        ("method", "method", "s"),
+        ("recall", "recall", ".3f"),
+        ("prec", "precision", ".3f"),
+        ("miss", "miss_rate", ".3f"),
+        ("I as NI", "i_as_ni", "d"),
+        ("NI as I", "ni_as_i", "d"),
+        ("detect s", "detect_latency_s", ".1f"),
+        ("clear s", "clear_latency_s", ".1f"),
+    ]
+    for header, _, fmt in cols:
+        table.add_column(header, justify="left" if fmt == "s" else "right")
+    for row in rows:
+        table.add_row(
+            *("-" if row.get(k) is None else escape(format(row[k], f)) for _, k, f in cols)
+        )
+    out_console.print(table)
+    if as_json:
+        emit_json({"spec": str(spec_path), "campaign": str(out), "rows": rows})

@@ -377,13 +377,68 @@ def score_run(
     }
 
 
+# -- the cost ablation on a campaign's data ------------------------------------------------------
+ABLATION: tuple[tuple[str, CostMatrix, Literal["weights", "expected"]], ...] = (
+    ("1:1:1", CostMatrix.uniform(), "weights"),
+    ("5:1:10", CostMatrix(), "weights"),
+    ("5:1:10", CostMatrix(), "expected"),
+)
+"""The paper's comparison (1 : 1 : 1 against its 5 : 1 : 10), the latter applied as sample
+weights and as minimum expected cost."""
+
+
+def final_data(campaign: Campaign, out: Path) -> Dataset:
+    """The labelled intervals of a finished campaign's last phase (what its final tree was
+    trained on)."""
+    parts = []
+    for path, _ in campaign.scenarios:
+        for k in range(campaign.spec.runs):
+            f = out / "phase-III" / f"{path.stem}-{k}.npz"
+            if not f.exists():
+                raise InputError(
+                    str(out), [Problem(f.name, "missing: finish the campaign (quell ic2 train)")]
+                )
+            parts.append(_load(f, f.stem))
+    return concat(parts, "phase III")
+
+
+def ablation(
+    campaign: Campaign,
+    out: Path,
+    runs: list[tuple[RunStore, Scenario]],
+    states: Literal[2, 5] = 5,
+) -> list[dict[str, Any]]:
+    """Trees grown on the campaign's last-phase data with each cost of ``ABLATION``, scored on
+    each recorded run (``score_run``): one row per (run, cost, method)."""
+    data = final_data(campaign, out)
+    spec = campaign.spec
+    rows = []
+    for label, cost, method in ABLATION:
+        tree = CostSensitiveTree(
+            spec.features,
+            cost,
+            method,
+            spec.max_depth,
+            spec.min_samples_leaf,
+            random_state=spec.seed,
+        ).fit(data.x, data.y)
+        for store, scenario in runs:
+            result = score_run(store, scenario, tree, states, spec.transient_s)
+            result.pop("instances")
+            rows.append({"test": scenario.name, "cost": label, "method": method, **result})
+    return rows
+
+
 __all__ = [
+    "ABLATION",
     "PHASES",
     "Campaign",
     "CostSpec",
     "RunFn",
     "TrainSpec",
     "Trainer",
+    "ablation",
+    "final_data",
     "interfered_instances",
     "load_campaign",
     "run_dataset",
