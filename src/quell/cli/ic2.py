@@ -374,3 +374,30 @@ def ic2_ablate(
     out_console.print(table)
     if as_json:
         emit_json({"spec": str(spec_path), "campaign": str(out), "rows": rows})
+
+
+@ic2_app.command("results")
+def ic2_results(
+    data: Annotated[Path, typer.Option("--data", help="Directory of measured JSON files.")] = Path(
+        "docs/results/data/ic2"
+    ),
+    out: Annotated[Path, typer.Option("--out", help="The page to write.")] = Path(
+        "docs/results/ic2.md"
+    ),
+) -> None:
+    """Write IC2's results page from the measured files in --data (sweeps, evaluations,
+    ablations, Table 4, training)."""
+    from quell.cli.console import say
+    from quell.errors import InputError, Problem
+    from quell.report.ic2_results import render
+
+    if not data.is_dir():
+        raise InputError(str(data), [Problem("", "not a directory")])
+    try:
+        page = render(data)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(
+            str(data), [Problem("", f"a file is not of a known form: {exc}")]
+        ) from None
+    out.write_text(page)
+    say(f"results page written to {out}")

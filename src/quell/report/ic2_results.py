@@ -1,0 +1,191 @@
+"""IC2's results page (docs/results/ic2.md) from the measured files in a data directory:
+
+* ``sweep-<name>.json``: ``quell ic2 sweep``'s sweep.json (Fig. 2 and 3);
+* ``eval-<name>.json``: ``quell ic2 evaluate --json``'s document (detection on a run);
+* ``ablation-<name>.json``: ``quell ic2 ablate --json``'s document;
+* ``table4-<name>.json``: ``quell ic2 table4 --json``'s document;
+* ``training-<name>.json``: a campaign's training.json.
+
+Each file's ``note`` key, if any, is printed under its section: where it was measured and how.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+GOALS = {"recall": 0.95, "precision": 0.90, "detect_latency_s": 5.0, "clear_latency_s": 10.0}
+"""Acceptance for detection on antagonist kinds training never showed (1 s sampling)."""
+
+
+def _load(path: Path) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(path.read_text())
+    return doc
+
+
+def _fmt(v: Any, spec: str) -> str:
+    if v is None:
+        return "—"
+    if spec == "ms":
+        return f"{1e3 * v:.1f}"
+    return format(v, spec)
+
+
+def _mark(key: str, v: Any) -> str:
+    goal = GOALS.get(key)
+    if goal is None or v is None:
+        return ""
+    ok = v <= goal if key.endswith("_s") else v >= goal
+    return "" if ok else " ✗"
+
+
+def _sweep(doc: dict[str, Any]) -> list[str]:
+    spec = doc["spec"]
+    conds = list(doc["table"])
+    lines = [
+        f"### {doc['name']} ({spec['environment']})",
+        "",
+        f"Mean response time (ms) against `{spec['setting']}`; {spec['duration_s']:g} s per point,"
+        f" measured after {spec['warmup_s']:g} s, {spec['repeats']} repeat(s); * = best.",
+        "",
+        "| " + spec["setting"] + " | " + " | ".join(conds) + " |",
+        "| ---: | " + " | ".join("---:" for _ in conds) + " |",
+    ]
+    for v in spec["values"]:
+        cells = []
+        for c in conds:
+            row = doc["table"][c]
+            rt = row["mean_rt_s"].get(f"{v:g}")
+            star = " *" if row["best_value"] == v else ""
+            cells.append(_fmt(rt, "ms") + star)
+        lines.append(f"| {v:g} | " + " | ".join(cells) + " |")
+    best = ", ".join(f"{c}: {doc['table'][c]['best_value']:g}" for c in conds)
+    lines += ["", f"Best value per condition: {best}."]
+    return lines
+
+
+EVAL_COLS = (
+    ("recall", "recall", ".3f"),
+    ("precision", "precision", ".3f"),
+    ("miss rate", "miss_rate", ".3f"),
+    ("detect s", "detect_latency_s", ".1f"),
+    ("clear s", "clear_latency_s", ".1f"),
+    ("onsets (missed)", None, ""),
+    ("intervals", "samples", "d"),
+)
+
+
+def _eval_rows(docs: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    lines = [
+        "| run | trained on | " + " | ".join(h for h, _, _ in EVAL_COLS) + " |",
+        "| --- | --- | " + " | ".join("---:" for _ in EVAL_COLS) + " |",
+    ]
+    for name, d in docs:
+        cells = []
+        for _, key, spec in EVAL_COLS:
+            if key is None:
+                cells.append(f"{d.get('detect_events')} ({d.get('detect_missed')})")
+            else:
+                cells.append(_fmt(d.get(key), spec) + _mark(key, d.get(key)))
+        trained = d.get("trained_on", {})
+        lines.append(
+            f"| {name} | {trained.get('environment', '?')}: {trained.get('workload', '?')} | "
+            + " | ".join(cells)
+            + " |"
+        )
+    return lines
+
+
+def _ablation(doc: dict[str, Any]) -> list[str]:
+    cols = ("recall", "precision", "miss_rate", "i_as_ni", "ni_as_i", "detect_latency_s")
+    lines = [
+        "| test | cost | method | " + " | ".join(cols) + " |",
+        "| --- | --- | --- | " + " | ".join("---:" for _ in cols) + " |",
+    ]
+    for r in doc["rows"]:
+        cells = [_fmt(r.get(c), "d" if c in ("i_as_ni", "ni_as_i") else ".3f") for c in cols]
+        lines.append(f"| {r['test']} | {r['cost']} | {r['method']} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _table4(doc: dict[str, Any]) -> list[str]:
+    first = doc["first_s"]
+    lines = [
+        f"| policy | first {first:g} s ms | cut % | after ms | cut % | clean ms | detect s |"
+        " clear s | reconfigurations |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for label, r in doc["rows"].items():
+        lines.append(
+            f"| {label} | {_fmt(r['first_rt_s'], 'ms')} | {_fmt(r['first_reduction_pct'], '.1f')}"
+            f" | {_fmt(r['after_rt_s'], 'ms')} | {_fmt(r['after_reduction_pct'], '.1f')}"
+            f" | {_fmt(r['clean_rt_s'], 'ms')} | {_fmt(r['detect_latency_s'], '.1f')}"
+            f" | {_fmt(r['clear_latency_s'], '.1f')} | {r['reconfigurations']} |"
+        )
+    return lines
+
+
+def render(data: Path) -> str:
+    """The page, from every file of ``data`` it knows (module docstring)."""
+    files = sorted(data.glob("*.json"))
+    out = [
+        "# IC2 results",
+        "",
+        f"Generated by `quell ic2 results --data {data}` from the files there; each section"
+        " names the command that measured it. Do not edit by hand.",
+        "",
+    ]
+
+    def notes(doc: dict[str, Any]) -> list[str]:
+        return ["", str(doc["note"]), ""] if doc.get("note") else [""]
+
+    sweeps = [f for f in files if f.name.startswith("sweep-")]
+    if sweeps:
+        out += ["## Configuration sweeps (the paper's Fig. 2 and 3)", ""]
+        for f in sweeps:
+            doc = _load(f)
+            out += _sweep(doc) + notes(doc)
+    evals = [f for f in files if f.name.startswith("eval-")]
+    if evals:
+        goals = "recall ≥ 0.95, precision ≥ 0.90, detection ≤ 5 s, clearing ≤ 10 s"
+        out += [
+            "## Detection",
+            "",
+            f"Class I per interval; latencies of the five-state machine (✗: short of {goals}).",
+            "",
+        ]
+        docs = [(f.stem.removeprefix("eval-"), _load(f)) for f in evals]
+        out += _eval_rows(docs)
+        for name, d in docs:
+            if d.get("note"):
+                out += ["", f"*{name}*: {d['note']}"]
+        out.append("")
+    for f in [f for f in files if f.name.startswith("ablation-")]:
+        doc = _load(f)
+        out += ["## Cost ablation: " + f.stem.removeprefix("ablation-"), ""]
+        out += _ablation(doc) + notes(doc)
+    for f in [f for f in files if f.name.startswith("table4-")]:
+        doc = _load(f)
+        out += [f"## Table 4: {f.stem.removeprefix('table4-')} ({doc['scenario']})", ""]
+        out += _table4(doc) + notes(doc)
+    trainings = [f for f in files if f.name.startswith("training-")]
+    if trainings:
+        out += ["## Training", ""]
+        for f in trainings:
+            doc = _load(f)
+            out.append(f"**{f.stem.removeprefix('training-')}** ({doc.get('environment')}):")
+            out.append("")
+            out.append("| phase | collected | trained on | NI | T | I |")
+            out.append("| --- | ---: | ---: | ---: | ---: | ---: |")
+            for p in doc["phases"]:
+                c = p["trained_on"]["class_counts"]
+                out.append(
+                    f"| {p['phase']} | {p['collected']['samples']} | {p['trained_on']['samples']}"
+                    f" | {c['NI']} | {c['T']} | {c['I']} |"
+                )
+            out += notes(doc)
+    return "\n".join(out).rstrip() + "\n"
+
+
+__all__ = ["GOALS", "render"]
