@@ -1,10 +1,13 @@
 """Classic closed forms of queueing theory used across quell: M/M/1-PS, M/M/1/K, M/M/c
-(Erlang C) and Little's law. Plain functions over numbers; every bad argument raises
+(Erlang C), M/M/c/c (Erlang B), exact mean-value analysis of a closed network, and Little's
+law. Plain functions over numbers; every bad argument raises
 ``InputError`` naming it, and an unstable queue is an error, never ``inf`` or ``NaN``.
 
 Sources: L. Kleinrock, *Queueing Systems, Vol. 1: Theory* (Wiley, 1975), §3.2 (M/M/1), §3.5
 (M/M/m, Erlang C), §3.6 (M/M/1/K); §4.8 of Vol. 2 (1976) for processor sharing;
-J. D. C. Little, "A proof for the queuing formula L = λW", Operations Research 9(3), 1961.
+J. D. C. Little, "A proof for the queuing formula L = λW", Operations Research 9(3), 1961;
+M. Reiser and S. S. Lavenberg, "Mean-value analysis of closed multichain queuing networks",
+JACM 27(2), 1980 (MVA).
 """
 
 from __future__ import annotations
@@ -118,6 +121,51 @@ def erlang_c(c: int, offered_load: float) -> float:
     log_terms = k * math.log(offered_load) - gammaln(k + 1)
     log_top = c * math.log(offered_load) - gammaln(c + 1) + math.log(c / (c - offered_load))
     return float(math.exp(log_top - logsumexp(np.append(log_terms, log_top))))
+
+
+def erlang_b(c: int, offered_load: float) -> float:
+    """Erlang B: probability that an arrival to M/M/c/c (c servers, no queue) finds them all
+    busy and is lost, offered load a = λ/μ (Kleinrock Vol. 1 Eq. 3.46), by the recurrence
+    B(k) = a B(k−1) / (k + a B(k−1)), which is stable for any c."""
+    problems = []
+    if c < 0:
+        problems.append(Problem("c", f"number of servers must be ≥ 0, got {c}"))
+    if not math.isfinite(offered_load) or offered_load < 0:
+        problems.append(Problem("offered_load", f"must be a finite number ≥ 0, got {offered_load}"))
+    if problems:
+        raise InputError("M/M/c/c", problems)
+    b = 1.0
+    for k in range(1, c + 1):
+        b = offered_load * b / (k + offered_load * b)
+    return b
+
+
+def mva_closed(
+    demands_s: list[float], think_s: float, users: int
+) -> tuple[float, float, list[float]]:
+    """Exact mean-value analysis of a closed network: ``users`` customers cycle through a delay
+    station of mean ``think_s`` (an infinite server) and queueing stations of mean service
+    demand ``demands_s`` each (single-server FCFS with exponential service, or processor
+    sharing with any service distribution: product form). Returns the throughput X (1/s), the
+    response time R summed over the queueing stations, and their mean queue lengths, for N =
+    ``users``: R_k(n) = D_k (1 + Q_k(n − 1)), X(n) = n / (Z + Σ R_k(n)), Q_k(n) = X(n) R_k(n)."""
+    problems = []
+    if users < 1:
+        problems.append(Problem("users", f"must be ≥ 1, got {users}"))
+    if not math.isfinite(think_s) or think_s < 0:
+        problems.append(Problem("think_s", f"must be a finite number ≥ 0, got {think_s}"))
+    if not demands_s or any(not math.isfinite(d) or d <= 0 for d in demands_s):
+        problems.append(Problem("demands_s", f"must be finite numbers > 0, got {demands_s}"))
+    if problems:
+        raise InputError("MVA", problems)
+    queue = [0.0] * len(demands_s)
+    x = 0.0
+    r = [0.0] * len(demands_s)
+    for n in range(1, users + 1):
+        r = [d * (1.0 + q) for d, q in zip(demands_s, queue, strict=True)]
+        x = n / (think_s + sum(r))
+        queue = [x * rk for rk in r]
+    return x, sum(r), queue
 
 
 def mmc_mean_wait_s(lam_rps: float, mu_rps: float, c: int) -> float:

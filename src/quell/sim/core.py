@@ -3,7 +3,7 @@ that moves it forward in time. The theory tests, the bench and ``SimEnvironment`
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -22,12 +22,18 @@ NO_LIMIT = 2**62
 _EMPTY_F = np.empty(0, dtype=np.float64)
 _EMPTY_I = np.empty(0, dtype=np.int64)
 _POOL0 = 1024
+_NO_USERS = np.empty(0, dtype=np.int64)
+
+RequestDraws = Callable[[int], tuple[NDArray[np.float64], NDArray[np.int64], NDArray[np.float64]]]
+"""``draw(n)``: the next n closed-loop requests' sizes and PHP pages (0: a static file), and n
+more think times (seconds)."""
 
 
 @dataclass(frozen=True)
 class Records:
-    """What one ``EventCore.run`` produced. ``rt_s`` is -1 for a refused request; ``instance``
-    is -1 when no server was eligible. ``probe_sum_s[i]`` adds up the times of instance i's
+    """What one ``EventCore.run`` produced, in order of completion (or refusal). ``rt_s`` is -1
+    for a refused request; ``instance`` is -1 when no server was eligible. ``size_bytes`` is the
+    request's size as it came (an apache instance's work is computed from it). ``probe_sum_s[i]`` adds up the times of instance i's
     probes that completed, ``probe_count[i]`` counts them."""
 
     instance: NDArray[np.int64]
@@ -54,8 +60,10 @@ class EventCore:
         are evenly spaced 1/weight apart, as HAProxy's roundrobin), ``plain_rr`` (weights only
         switch an instance on/off), ``leastconn`` (fewest (connections + 1) / weight).
 
-    Resources and instances are added with ``add_resource``/``add_instance``. The state is a
-    set of flat arrays (see ``quell.sim.kernel``); those with a trailing underscore may be read.
+    Resources and instances are added with ``add_resource``/``add_instance``; an instance
+    becomes an apache server (worker pool, php-fpm pool, keep-alive) with ``set_server``;
+    closed-loop users come with ``add_users``. The state is a set of flat arrays (see
+    ``quell.sim.kernel``); those with a trailing underscore may be read.
     """
 
     def __init__(self, algorithm: Algorithm = "weighted_rr") -> None:
@@ -71,6 +79,8 @@ class EventCore:
         self.r_tlast_ = _EMPTY_F.copy()
         self.r_busy_ = _EMPTY_F.copy()
         """Time each resource had at least one job in service (seconds)."""
+        self.r_ovh_ = _EMPTY_F.copy()
+        """Overhead per active job: the per-job rate is divided by 1 + this × jobs."""
         self._r_off = _EMPTY_I.copy()
         self._r_capn = _EMPTY_I.copy()
         self._jobs: tuple[NDArray[Any], ...] = (
@@ -97,39 +107,88 @@ class EventCore:
         """Capacity used by completed jobs (bytes × slowdown) per instance."""
         self.i_rej_ = _EMPTY_I.copy()
         """Refused requests (admission limit) per instance."""
+        self.i_plimit_ = _EMPTY_I.copy()
+        """php-fpm children (PHP pages served at once) per apache instance."""
+        self.i_pact_ = _EMPTY_I.copy()
+        self.i_pwait_ = _EMPTY_I.copy()
+        """PHP requests with a child, and waiting for one (holding their worker)."""
+        self.i_held_ = _EMPTY_I.copy()
+        """Workers held by idle kept-alive connections (apache's worker MPM)."""
+        self.i_warea_ = _EMPTY_F.copy()
+        """∫ (workers busy: serving, waiting for php-fpm, held by keep-alive) dt per instance."""
+        self.i_kat_ = _EMPTY_F.copy()
+        self.i_hold_ = np.empty(0, dtype=np.bool_)
+        self.i_apache_ = np.empty(0, dtype=np.bool_)
+        self.i_rwork_ = _EMPTY_F.copy()
+        self.i_bwork_ = _EMPTY_F.copy()
+        self.i_cwork_ = _EMPTY_F.copy()
+        """Work of a request on the instance: fixed + per byte × size (+ a new connection's,
+        + its PHP page's on an apache instance)."""
         self._q_off = _EMPTY_I.copy()
         self._q_capn = _EMPTY_I.copy()
         self._qhead = _EMPTY_I.copy()
-        self._qpool: tuple[NDArray[Any], ...] = (np.empty(_POOL0), np.empty(_POOL0))
+        self._pq_off = _EMPTY_I.copy()
+        self._pq_capn = _EMPTY_I.copy()
+        self._pqhead = _EMPTY_I.copy()
+        self._qpool: tuple[NDArray[Any], ...] = (
+            np.empty(_POOL0),
+            np.empty(_POOL0),
+            np.empty(_POOL0, dtype=np.int64),
+        )
         self._iscal = np.zeros(2, dtype=np.int64)
         self.scalars_ = _f(0.0, 0.0)
+        self.page_work_ = _f(0.0)
+        """Work of each PHP page (index 1 on; 0 is a static file's: none)."""
+        # closed-loop users: heap, position, key (next event time), tie-break, state, the
+        # instance of a kept-alive connection, when it closes, when the user sends after it
+        self._users: tuple[NDArray[Any], ...] = (
+            _NO_USERS, _NO_USERS, _EMPTY_F, _EMPTY_F, _NO_USERS, _NO_USERS, _EMPTY_F, _EMPTY_F,
+        )  # fmt: skip
+        self.keepalive = False
+        self._draw: RequestDraws | None = None
+        self._draws: tuple[NDArray[Any], ...] = (_EMPTY_F, _NO_USERS, _EMPTY_F)
+        self._ucursor = np.zeros(5, dtype=np.int64)
+        """[requests the users sent, index of the first drawn request kept, thinks used,
+        index of the first think kept, most requests the users may send]"""
 
     # -- the kernel's argument groups --------------------------------------------------------
     def _res(self) -> tuple[Any, ...]:
         return (
             self.r_cap_, self.r_jobcap_, self.r_perm_, self.r_n_, self.r_vtime_, self.r_tlast_,
-            self.r_busy_, self._r_off, self._r_capn,
+            self.r_busy_, self._r_off, self._r_capn, self.r_ovh_,
         )  # fmt: skip
 
     def _inst(self) -> tuple[Any, ...]:
         return (
             self.i_res_, self.i_factor_, self.i_climit_, self.i_qlimit_, self.i_weight_,
             self.i_elig_, self.i_active_, self.i_wait_, self.i_pos_, self.i_seq_, self.i_area_,
-            self.i_tlast_, self.i_work_, self.i_rej_,
+            self.i_tlast_, self.i_work_, self.i_rej_, self.i_plimit_, self.i_pact_,
+            self.i_pwait_, self.i_held_, self.i_warea_, self.i_kat_, self.i_hold_,
+            self.i_apache_, self.i_rwork_, self.i_bwork_, self.i_cwork_,
         )  # fmt: skip
 
     def _queues(self) -> tuple[Any, ...]:
-        return (self._q_off, self._q_capn, self._qhead, *self._qpool)
+        return (
+            self._q_off, self._q_capn, self._qhead, *self._qpool, self._pq_off, self._pq_capn,
+            self._pqhead,
+        )  # fmt: skip
 
     def _make_space(self) -> None:
         """Compact both pools and leave at least as much free space as is in use."""
         self._r_off, self._jobs, self._iscal[0] = _compact(
             self._r_off, self._r_capn, np.zeros_like(self.r_n_), self.r_n_, self._jobs
         )
-        self._q_off, self._qpool, self._iscal[1] = _compact(
-            self._q_off, self._q_capn, self._qhead, self.i_wait_, self._qpool
+        n = self.n_instances
+        off, self._qpool, self._iscal[1] = _compact(
+            np.concatenate([self._q_off, self._pq_off]),
+            np.concatenate([self._q_capn, self._pq_capn]),
+            np.concatenate([self._qhead, self._pqhead]),
+            np.concatenate([self.i_wait_, self.i_pwait_]),
+            self._qpool,
         )
+        self._q_off, self._pq_off = off[:n], off[n:]
         self._qhead[:] = 0
+        self._pqhead[:] = 0
 
     # -- building ----------------------------------------------------------------------------
     @property
@@ -144,7 +203,8 @@ class EventCore:
         self, capacity_bytes_per_s: float, job_cap_bytes_per_s: float = float("inf")
     ) -> int:
         """A shared server of ``capacity_bytes_per_s`` split equally among its jobs, each job
-        getting at most ``job_cap_bytes_per_s``. Returns its index."""
+        getting at most ``job_cap_bytes_per_s`` (for an apache instance's CPU: work in
+        CPU-seconds, capacity in cores, one core per job). Returns its index."""
         self.r_cap_ = np.append(self.r_cap_, float(capacity_bytes_per_s))
         self.r_jobcap_ = np.append(self.r_jobcap_, float(job_cap_bytes_per_s))
         self.r_perm_ = np.append(self.r_perm_, 0.0)
@@ -152,6 +212,7 @@ class EventCore:
         self.r_vtime_ = np.append(self.r_vtime_, 0.0)
         self.r_tlast_ = np.append(self.r_tlast_, self.now_s_)
         self.r_busy_ = np.append(self.r_busy_, 0.0)
+        self.r_ovh_ = np.append(self.r_ovh_, 0.0)
         self._r_off = np.append(self._r_off, 0)
         self._r_capn = np.append(self._r_capn, 0)
         return self.n_resources - 1
@@ -168,6 +229,8 @@ class EventCore:
         (FCFS workers or maxconn), the rest wait in FIFO order; refused beyond ``queue_limit``
         jobs in the instance."""
         w = float(weight)
+        if self.n_instances >= kernel.MAX_INSTANCES:
+            raise ValueError(f"at most {kernel.MAX_INSTANCES} instances")
         self.i_res_ = np.append(self.i_res_, resource)
         self.i_factor_ = np.append(self.i_factor_, 1.0)
         self.i_climit_ = np.append(
@@ -184,10 +247,108 @@ class EventCore:
         self.i_tlast_ = np.append(self.i_tlast_, self.now_s_)
         self.i_work_ = np.append(self.i_work_, 0.0)
         self.i_rej_ = np.append(self.i_rej_, 0)
-        self._q_off = np.append(self._q_off, 0)
-        self._q_capn = np.append(self._q_capn, 0)
-        self._qhead = np.append(self._qhead, 0)
+        self.i_plimit_ = np.append(self.i_plimit_, NO_LIMIT)
+        self.i_pact_ = np.append(self.i_pact_, 0)
+        self.i_pwait_ = np.append(self.i_pwait_, 0)
+        self.i_held_ = np.append(self.i_held_, 0)
+        self.i_warea_ = np.append(self.i_warea_, 0.0)
+        self.i_kat_ = np.append(self.i_kat_, 0.0)
+        self.i_hold_ = np.append(self.i_hold_, False)
+        self.i_apache_ = np.append(self.i_apache_, False)
+        self.i_rwork_ = np.append(self.i_rwork_, 0.0)
+        self.i_bwork_ = np.append(self.i_bwork_, 1.0)
+        self.i_cwork_ = np.append(self.i_cwork_, 0.0)
+        for name in ("_q_off", "_q_capn", "_qhead", "_pq_off", "_pq_capn", "_pqhead"):
+            setattr(self, name, np.append(getattr(self, name), 0))
         return self.n_instances - 1
+
+    def set_server(
+        self,
+        instance: int,
+        php_children: int,
+        keepalive_timeout_s: float,
+        idle_holds_worker: bool,
+        request_work: float,
+        work_per_byte: float,
+        connection_work: float,
+    ) -> None:
+        """Make ``instance`` an apache server: a request's work (on its resource) is
+        ``request_work`` + ``work_per_byte`` × its size (+ its PHP page's work, + a new
+        connection's ``connection_work``); a PHP page needs one of ``php_children`` php-fpm
+        children; a closed-loop user's kept-alive connection stays open
+        ``keepalive_timeout_s`` after each answer, holding a worker while idle when
+        ``idle_holds_worker`` (the worker MPM). Its concurrency limit is its workers."""
+        self.i_apache_[instance] = True
+        self.i_rwork_[instance] = request_work
+        self.i_bwork_[instance] = work_per_byte
+        self.i_cwork_[instance] = connection_work
+        self.i_hold_[instance] = idle_holds_worker
+        self.set_keepalive_timeout(instance, keepalive_timeout_s)
+        self.set_php_children(instance, php_children)
+
+    def set_keepalive_timeout(self, instance: int, seconds: float) -> None:
+        """From now on, connections answered by ``instance`` stay open this long idle."""
+        self.i_kat_[instance] = seconds
+
+    def set_php_children(self, instance: int, children: int) -> None:
+        self.i_plimit_[instance] = children
+        self._admit_waiting()
+
+    def set_overhead(self, resource: int, per_job: float) -> None:
+        """Divide the per-job rate of ``resource`` by 1 + ``per_job`` × its jobs."""
+        self.r_ovh_[resource] = per_job
+
+    def set_pages(self, work: Sequence[float]) -> None:
+        """The work of PHP pages 1, 2, ... on an apache instance (before its slowdown)."""
+        if len(work) > kernel.MAX_PAGES:
+            raise ValueError(f"at most {kernel.MAX_PAGES} PHP pages")
+        self.page_work_ = np.concatenate([[0.0], np.asarray(work, dtype=np.float64)])
+
+    def add_users(
+        self,
+        first_s: NDArray[np.float64],
+        keepalive: bool,
+        draw: RequestDraws,
+        max_requests: int,
+    ) -> None:
+        """Closed-loop users, user u sending its first request at ``first_s[u]``: each waits
+        for its answer (or refusal), thinks, and sends the next, until ``max_requests``
+        requests were sent in all. ``draw(n)`` gives the next requests and think times, in
+        the order the users send and finish. With ``keepalive`` a user keeps its connection to
+        an apache instance open between requests (``set_server``); elsewhere, and without it,
+        each request is a new connection the balancer dispatches."""
+        n = int(first_s.size)
+        heap = np.arange(n, dtype=np.int64)
+        k1 = np.asarray(first_s, dtype=np.float64).copy()
+        pos = np.empty(n, dtype=np.int64)
+        kernel._ih_build(heap, pos, k1, np.arange(n, dtype=np.float64), n)
+        self._users = (
+            heap, pos, k1, np.arange(n, dtype=np.float64), np.zeros(n, dtype=np.int64),
+            np.full(n, -1, dtype=np.int64), np.zeros(n), np.zeros(n),
+        )  # fmt: skip
+        self.keepalive = keepalive
+        self._draw = draw
+        self._ucursor[:] = (0, 0, 0, 0, max_requests)
+
+    @property
+    def requests_sent(self) -> int:
+        """Requests the closed-loop users have sent."""
+        return int(self._ucursor[0])
+
+    def _more_draws(self) -> None:
+        """The next block of closed-loop requests and think times (the ones not used yet kept)."""
+        assert self._draw is not None
+        sent, base, thought, think_base, most = self._ucursor.tolist()
+        size, page, think = self._draws
+        block = min(max(4 * self._users[0].size, 4096), most - sent)
+        more_size, more_page, more_think = self._draw(block)
+        self._draws = (
+            np.concatenate([size[sent - base :], more_size]),
+            np.concatenate([page[sent - base :], more_page]).astype(np.int64),
+            np.concatenate([think[thought - think_base :], more_think]),
+        )
+        self._ucursor[1] = sent
+        self._ucursor[3] = thought
 
     def _fresh_position(self, weight: float) -> float:
         step = 1.0 if self.algorithm == "plain_rr" else 1.0 / max(weight, 1e-300)
@@ -225,23 +386,53 @@ class EventCore:
 
     def set_concurrency_limit(self, instance: int, limit: int | None) -> None:
         self.i_climit_[instance] = NO_LIMIT if limit is None else limit
+        self._admit_waiting()
+
+    def set_queue_limit(self, instance: int, limit: int | None) -> None:
+        """Refuse requests beyond ``limit`` in the instance (busy workers + waiting)."""
+        self.i_qlimit_[instance] = -1 if limit is None else limit
+
+    def _admit_waiting(self) -> None:
         while (
             kernel.admit_waiting(
-                self._res(), self._jobs, self._inst(), self._queues(), self._iscal, self.now_s_
+                self._res(),
+                self._jobs,
+                self._inst(),
+                self._queues(),
+                self.page_work_,
+                self._iscal,
+                self.now_s_,
             )
             != kernel.OK
         ):
             self._make_space()
 
     def drop_jobs(self, instance: int) -> int:
-        """Abort everything ``instance`` has in service or waiting; returns the count."""
-        return int(
-            kernel.drop_instance(instance, self._res(), self._jobs, self._inst(), self._queues())
+        """Abort every request ``instance`` has (in service or waiting) and close its kept-alive
+        connections; returns how many requests were aborted."""
+        cursor = np.zeros(9, dtype=np.int64)
+        cursor[4:] = self._ucursor
+        dropped = kernel.drop_instance(
+            instance,
+            self.now_s_,
+            self._res(),
+            self._jobs,
+            self._inst(),
+            self._queues(),
+            self._users,
+            cursor,
+            self._draws,
         )
+        self._ucursor[:] = cursor[4:]
+        return int(dropped)
 
     def in_system(self) -> NDArray[np.int64]:
-        """Jobs in service or waiting, per instance."""
+        """Requests holding a worker or waiting for one, per instance."""
         return self.i_active_ + self.i_wait_
+
+    def busy_workers(self) -> NDArray[np.int64]:
+        """Workers busy per instance: serving, waiting for php-fpm, or held by keep-alive."""
+        return self.i_active_ + self.i_held_
 
     def oldest_start_s(self) -> NDArray[np.float64]:
         """Per instance, the arrival time of its oldest request in service or waiting (probes
@@ -254,6 +445,9 @@ class EventCore:
             self.i_wait_,
             self._q_off,
             self._qhead,
+            self.i_pwait_,
+            self._pq_off,
+            self._pqhead,
             self._qpool[0],
         )
         return out
@@ -270,23 +464,34 @@ class EventCore:
         change_s: NDArray[np.float64] = _EMPTY_F,
         change_instance: NDArray[np.int64] = _EMPTY_I,
         change_factor: NDArray[np.float64] = _EMPTY_F,
+        arrival_page: NDArray[np.int64] | None = None,
     ) -> Records:
         """Advance to ``t_end_s``. Arrivals, probes and changes are sorted and lie in
         ``[now, t_end_s)``. A change with ``change_instance = i >= 0`` sets instance i's slowdown
         factor (work multiplier) to ``change_factor``; one with ``capacity_code(r)`` sets
-        resource r's capacity (bytes/s) to it."""
-        n_max = arrival_s.size + probe_s.size + int(self.r_n_.sum()) + int(self.i_wait_.sum())
-        out = (
+        resource r's capacity (bytes/s) to it. ``arrival_page``: each arrival's PHP page (0, the
+        default: a static file). Closed-loop users (``add_users``) send as they go."""
+        n_max = (
+            arrival_s.size
+            + probe_s.size
+            + int(self.r_n_.sum())
+            + int(self.i_wait_.sum() + self.i_pwait_.sum())
+            + 2 * self._users[0].size
+        )
+        out: tuple[NDArray[Any], ...] = (
             np.empty(n_max, dtype=np.int64),
             np.empty(n_max),
             np.empty(n_max),
             np.empty(n_max),
         )
         probe_rt = np.zeros((2, self.n_instances))
-        cursor = np.zeros(4, dtype=np.int64)
+        cursor = np.zeros(9, dtype=np.int64)
+        cursor[4:] = self._ucursor
+        pages = np.zeros(arrival_s.size, dtype=np.int64) if arrival_page is None else arrival_page
         args = (
             np.ascontiguousarray(arrival_s, dtype=np.float64),
             np.ascontiguousarray(size_bytes, dtype=np.float64),
+            np.ascontiguousarray(pages, dtype=np.int64),
             np.ascontiguousarray(probe_s, dtype=np.float64),
             np.ascontiguousarray(probe_instance, dtype=np.int64),
             np.ascontiguousarray(probe_bytes, dtype=np.float64),
@@ -295,24 +500,39 @@ class EventCore:
             np.ascontiguousarray(change_factor, dtype=np.float64),
         )
         algo = _ALGO[self.algorithm]
-        while (
-            kernel.run_segment(
+        # the open loop over servers that are not apache runs a version compiled without
+        # workers' pools, keep-alive and users (see ``kernel.run_segment``)
+        extended = 1 if self._users[0].size or self.i_apache_.any() else None
+        while True:
+            status = kernel.run_segment(
                 float(t_end_s),
                 algo,
+                extended,
+                self.keepalive,
                 *args,
                 cursor,
                 self._res(),
                 self._jobs,
                 self._inst(),
                 self._queues(),
+                self._users,
+                self._draws,
+                self.page_work_,
                 self.scalars_,
                 self._iscal,
                 out,
                 probe_rt,
             )
-            != kernel.OK
-        ):
-            self._make_space()
+            self._ucursor[:] = cursor[4:]
+            if status == kernel.OK:
+                break
+            if status == kernel.NEED_SPACE:
+                self._make_space()
+            elif status == kernel.NEED_DRAWS:
+                self._more_draws()
+                cursor[4:] = self._ucursor
+            else:  # NEED_OUT
+                out = tuple(np.concatenate([a, np.empty_like(a)]) for a in out)
         self.now_s_ = float(t_end_s)
         n = int(cursor[3])
         return Records(out[0][:n], out[1][:n], out[2][:n], out[3][:n], probe_rt[0], probe_rt[1])
