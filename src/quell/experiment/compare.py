@@ -66,8 +66,9 @@ def scenario_yaml(scenario: Scenario) -> str:
 
 
 def _oracle(scenario: Scenario, base: Path) -> OracleResult | None:
-    """The fewest instances that could have met the target on this seed's load and neighbours."""
-    if scenario.target is None:
+    """The fewest instances that could have met the target on this seed's load and neighbours
+    (none for closed-loop users: their load follows the service)."""
+    if scenario.target is None or scenario.workload.arrival.process == "closed":
         return None
     from quell.scenario.schedule import build_schedule
     from quell.sim.oracle import run_oracle
@@ -94,7 +95,9 @@ def compare_in_sim(
     from quell.scenario.schedule import build_schedule
     from quell.sim.environment import SimEnvironment
 
-    schedule = build_schedule(scenario, base)
+    # one schedule for every policy; closed-loop users have none: each run draws alike
+    closed = scenario.workload.arrival.process == "closed"
+    schedule = None if closed else build_schedule(scenario, base)
     oracle = _oracle(scenario, base)
     cmp_dir.mkdir(parents=True, exist_ok=True)
     rows = []

@@ -75,6 +75,48 @@ class HostInterference(StrictModel):
     time left in it as if the source had been running for ever, so hosts are out of step."""
 
 
+class ApacheModel(StrictModel):
+    """How the simulator models an apache instance (``server: apache``): a CPU of ``cpus``
+    cores shared by the requests in service (processor sharing, at most one core each), in
+    front of it MaxRequestWorkers workers and php-fpm's max_children children (the settings
+    are the instance's ``apache`` section; ``ReconfigureServer`` changes them). A request's CPU
+    work in seconds is ``request_cpu_s`` + its bytes / ``bytes_per_cpu_s`` (+ a PHP page's
+    touches × ``touch_cpu_s``, + ``connection_cpu_s`` when it comes on a new connection),
+    times the instance's slowdown. docs/simulator.md derives the defaults."""
+
+    cpus: Annotated[float, Field(gt=0, le=1024)] | None = None
+    """Cores of the instance; ``None``: as many as the instance (or else its host) is pinned
+    to, 2 when neither is."""
+    request_cpu_s: Annotated[float, Field(ge=0, le=10)] = 0.0005
+    """CPU time of every request (parsing, headers, logging)."""
+    bytes_per_cpu_s: Annotated[float, Field(gt=0)] = 1e9
+    """Bytes of a response one core sends per second."""
+    touch_cpu_s: Annotated[float, Field(ge=0, le=1e-3)] = 1e-7
+    """CPU time of one touch of a PHP page's working set (``pages[].touches``)."""
+    connection_cpu_s: Annotated[float, Field(ge=0, le=10)] = 0.004
+    """CPU time of opening a connection (accept, TCP handshake, a worker taking it)."""
+    worker_overhead: Annotated[float, Field(ge=0, le=1)] = 0.004
+    """Overhead of each request in service (context switches, cache footprint): with n in
+    service each is served 1 + this × n times slower."""
+    worker_overhead_per_stress_ng_worker: Annotated[float, Field(ge=0, le=1)] = 0.004
+    """What each stress-ng worker on the host adds to ``worker_overhead`` (a contested cache
+    makes every worker's footprint costlier)."""
+    memory_bytes: Annotated[float, Field(gt=0)] | None = 1e9
+    """Memory for the workers and php-fpm children; ``None``: unlimited."""
+    worker_memory_bytes: Annotated[float, Field(ge=0)] = 2e6
+    php_child_memory_bytes: Annotated[float, Field(ge=0)] = 3e6
+    swap_slowdown: Annotated[float, Field(ge=0, le=1000)] = 4.0
+    """Memory pressure: with workers × their memory + children × theirs = M over
+    ``memory_bytes``, the instance is 1 + this × (M / ``memory_bytes`` − 1) slower."""
+    listen_backlog: Annotated[int, Field(ge=0)] | None = None
+    """Requests that may wait for a worker (ListenBacklog); beyond, refused. ``None``: no
+    limit (``service.queue_limit`` does not apply to apache instances)."""
+    reload_s: Annotated[float, Field(ge=0, le=600)] = 2.0
+    """A graceful ``ReconfigureServer`` (a restart of the children) costs the instance
+    ``reload_capacity_share`` of its CPU for this long."""
+    reload_capacity_share: Annotated[float, Field(ge=0, lt=1)] = 0.5
+
+
 class ServiceModel(StrictModel):
     discipline: Literal["ps", "fcfs"] = "ps"
     """Processor sharing (default) or first-come-first-served with ``workers`` servers."""
@@ -94,6 +136,8 @@ class ServiceModel(StrictModel):
     dispatch: Literal["weighted_rr", "plain_rr", "leastconn"] | None = None
     """Override the load balancer's algorithm: ``None`` follows ``load_balancer.algorithm``
     (roundrobin = weighted round robin as in HAProxy)."""
+    apache: ApacheModel = ApacheModel()
+    """How apache instances are modelled (see ``ApacheModel``)."""
     request_log: Literal["auto", "on", "off"] = "auto"
     """Keep per-request records for the run store (``auto``: when the run has ≤ 500,000 requests)."""
 

@@ -13,7 +13,13 @@ What the lab and the simulator agree on: an added instance is in snapshots once 
 (``scenario.probe``) and ``extra["probe_samples"]`` how many,
 ``extra["link_util_pct"]`` the work done on the instance's host link in the interval by everyone
 on it, neighbours included, as a share of the link's capacity, and
-``extra["oldest_in_flight_seconds"]`` the age of the oldest request the instance still holds."""
+``extra["oldest_in_flight_seconds"]`` the age of the oldest request the instance still holds.
+
+Closed-loop users (``workload.arrival.process: closed``) send as they get answers, so they
+have no schedule: the event core draws their requests and think times as it goes. An apache
+instance (``server: apache``) is a CPU of its own behind a worker pool, a php-fpm pool and
+keep-alive (``service.apache``); ``ReconfigureServer`` changes its settings, shown in
+``extra`` under ``quell.core.observation.SERVER_SETTING_KEYS``."""
 
 from __future__ import annotations
 
@@ -23,25 +29,39 @@ from pathlib import Path
 
 import numpy as np
 from numpy.typing import NDArray
+from pydantic import ValidationError
 
-from quell.core.action import Action, AddInstance, RemoveInstance, SetMaxConn, SetWeight
+from quell.core.action import (
+    Action,
+    AddInstance,
+    ReconfigureServer,
+    RemoveInstance,
+    SetMaxConn,
+    SetWeight,
+)
 from quell.core.clock import VirtualClock
-from quell.core.observation import MAXCONN_KEY, Observation, Snapshot
+from quell.core.observation import MAXCONN_KEY, SERVER_SETTING_KEYS, Observation, Snapshot
 from quell.core.rng import component_rng
 from quell.errors import ActionError, EnvironmentStateError, InputError, Problem
 from quell.probe.severity import PROBE_COUNT_KEY, PROBE_KEY
-from quell.scenario.model import Event, Fio, Iperf3, Scenario, StressNg
+from quell.scenario.model import ApacheSettings, Event, Fio, Iperf3, Scenario, StressNg
 from quell.scenario.schedule import build_schedule
 from quell.scenario.service import ServiceModel
 from quell.sim.core import Algorithm, EventCore, Records, interval_stats
 from quell.sim.service import (
     MAX_TAKEN_SHARE,
+    ClosedLoopDraws,
+    apache_cpus,
+    closed_loop_paths,
     draw_sizes,
     interference_changes,
+    memory_factor,
+    page_index,
     slowdown_changes,
 )
 from quell.store.run import RequestRecord
 from quell.workload.schedule import RequestSchedule
+from quell.workload.spec import ClosedLoopSpec
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +72,9 @@ DEFAULT_BOOT_S = 30.0
 LINK_UTIL_KEY = "link_util_pct"
 OLDEST_KEY = "oldest_in_flight_seconds"
 """How long the oldest request still in the instance at the interval's end has been there."""
+BUSY_WORKERS_KEY = "server_busy_workers"
+"""An apache instance's workers busy over the interval, on average (serving, waiting for a
+php-fpm child, or held by an idle kept-alive connection): server-status' BusyWorkers."""
 
 # instance states
 BOOTING, SERVING, DRAINING, GONE = 0, 1, 2, 3
@@ -83,12 +106,24 @@ class SimEnvironment:
         svc = scenario.service or ServiceModel()
         self.service_ = svc
         self.boot_s_ = scenario.scaling.boot_s if scenario.scaling else DEFAULT_BOOT_S
-        self.schedule_ = schedule if schedule is not None else build_schedule(scenario, base_dir)
+        arrival = scenario.workload.arrival
+        self.closed_loop_ = isinstance(arrival, ClosedLoopSpec)
+        if schedule is None:
+            schedule = (
+                closed_loop_paths(scenario)
+                if self.closed_loop_
+                else build_schedule(scenario, base_dir)
+            )
+        self.schedule_ = schedule
+        """The request schedule; for closed-loop users, none (no times: only the paths)."""
         self.sizes_bytes_ = draw_sizes(svc.size, self.schedule_.size_bytes, scenario.seed)
+        self._pages = page_index(scenario, self.schedule_.paths)
+        self._arr_pages = self._pages[self.schedule_.path_index]
         algorithm: Algorithm = svc.dispatch or (
             "leastconn" if scenario.load_balancer.algorithm == "leastconn" else "weighted_rr"
         )
         self.core_ = EventCore(algorithm)
+        self.core_.set_pages([p.touches * svc.apache.touch_cpu_s for p in scenario.pages])
         # resources: nominal capacity, and what neighbours with a bitrate take of it
         self._nominal = np.empty(0)
         self._ip_taken = np.empty(0)
@@ -115,6 +150,11 @@ class SimEnvironment:
         self._capacity: list[float] = []
         self._slow: list[float] = []
         self._cpu: list[float] = []
+        self._apache: list[ApacheSettings | None] = []
+        """each instance's apache settings in force (None: not an apache instance)"""
+        self._reload_end: dict[int, float] = {}
+        """apache instances reloading (a graceful ReconfigureServer): when it ends"""
+        self._last_warea = np.empty(0)
         self._dropped: list[int] = []
         self._probe_sum = np.empty(0)
         self._probe_n = np.empty(0)
@@ -130,7 +170,12 @@ class SimEnvironment:
         self._booting: dict[int, float] = {}
         problems: list[Problem] = []
         for k, inst in enumerate(scenario.instances):
-            if inst.host not in self._host_resource and svc.capacity_bytes_per_s is None:
+            apache = (inst.apache or ApacheSettings()) if inst.server == "apache" else None
+            if (
+                apache is None
+                and inst.host not in self._host_resource
+                and svc.capacity_bytes_per_s is None
+            ):
                 problems.append(
                     Problem(
                         f"instances[{k}]",
@@ -138,7 +183,8 @@ class SimEnvironment:
                     )
                 )
                 continue
-            i = self._add(inst.id, inst.host, inst.weight, inst.maxconn, serving=True)
+            cpus = apache_cpus(svc.apache, inst, scenario.host(inst.host))
+            i = self._add(inst.id, inst.host, inst.weight, inst.maxconn, True, apache, cpus)
             self._start_probes(i, 0.0)
         try:
             it_t, it_h, it_level = interference_changes(
@@ -167,10 +213,13 @@ class SimEnvironment:
         """With ``log_capacity``, per snapshot: each link host's mean capacity left by neighbours
         with a bitrate over the interval (bytes/s, in ``scenario.hosts`` order; NaN for hosts
         without a link) — what the oracle computes from the scenario."""
+        if isinstance(arrival, ClosedLoopSpec):
+            draws = ClosedLoopDraws(scenario, self.schedule_, self._pages)
+            first = np.arange(arrival.users, dtype=np.float64) * (arrival.ramp_s / arrival.users)
+            self.core_.add_users(first, arrival.keepalive, draws, scenario.workload.max_requests)
         mode = svc.request_log
-        self.request_log_ = mode == "on" or (
-            mode == "auto" and len(self.schedule_) <= AUTO_LOG_MAX_REQUESTS
-        )
+        most = scenario.workload.max_requests if self.closed_loop_ else len(self.schedule_)
+        self.request_log_ = mode == "on" or (mode == "auto" and most <= AUTO_LOG_MAX_REQUESTS)
         self._log: list[Records] = []
         self._closed = False
 
@@ -183,6 +232,10 @@ class SimEnvironment:
 
     def _new_resource(self, capacity: float) -> int:
         r = self.core_.add_resource(capacity, self._job_cap())
+        self._track_resource(capacity)
+        return r
+
+    def _track_resource(self, capacity: float) -> None:
         self._nominal = np.append(self._nominal, capacity)
         self._ip_taken = np.append(self._ip_taken, 0.0)
         self._interf = np.append(self._interf, 0.0)
@@ -190,11 +243,26 @@ class SimEnvironment:
         self._taken_area = np.append(self._taken_area, 0.0)
         self._taken_t = np.append(self._taken_t, self.core_.now_s_)
         self._fill = np.append(self._fill, 0.0)
-        return r
 
-    def _add(self, iid: str, host: str, weight: int, maxconn: int | None, serving: bool) -> int:
+    def _add(
+        self,
+        iid: str,
+        host: str,
+        weight: int,
+        maxconn: int | None,
+        serving: bool,
+        apache: ApacheSettings | None = None,
+        cpus: float = 0.0,
+    ) -> int:
+        """Instance ``iid`` on ``host``: on the host's link or a resource of its own of
+        ``service.capacity_bytes_per_s``; an apache instance (``apache`` its settings) on a
+        CPU of its own of ``cpus`` cores."""
         svc = self.service_
-        if host in self._host_resource:
+        if apache is not None:
+            cap = cpus
+            r = self.core_.add_resource(cpus, 1.0)  # one core at most per request
+            self._track_resource(cpus)
+        elif host in self._host_resource:
             r = self._host_resource[host]
             cap = float(self._nominal[r])
         else:
@@ -205,10 +273,23 @@ class SimEnvironment:
         i = self.core_.add_instance(
             r,
             weight=weight,
-            concurrency_limit=self._concurrency_limit(maxconn),
-            queue_limit=svc.queue_limit,
+            concurrency_limit=self._concurrency_limit(maxconn, apache),
+            queue_limit=self._queue_limit(apache),
             eligible=serving,
         )
+        self._apache.append(apache)
+        self._last_warea = np.append(self._last_warea, 0.0)
+        if apache is not None:
+            model = svc.apache
+            self.core_.set_server(
+                i,
+                php_children=apache.php_max_children,
+                keepalive_timeout_s=apache.keepalive_timeout_s,
+                idle_holds_worker=apache.mpm == "worker",
+                request_work=model.request_cpu_s,
+                work_per_byte=1.0 / model.bytes_per_cpu_s,
+                connection_work=model.connection_cpu_s,
+            )
         self.instance_ids_.append(iid)
         self._index[iid] = i
         self._state.append(SERVING if serving else BOOTING)
@@ -216,7 +297,7 @@ class SimEnvironment:
         self._maxconn.append(maxconn)
         self._capacity.append(cap)
         self._slow.append(1.0)
-        self._cpu.append(self._cpu_factor(host))
+        self._cpu.append(self._cpu_factor(i, host))
         self._dropped.append(0)
         self._probe_sum = np.append(self._probe_sum, 0.0)
         self._probe_n = np.append(self._probe_n, 0.0)
@@ -230,24 +311,47 @@ class SimEnvironment:
             self.core_.i_factor_[i] = self._cpu[-1]
         return i
 
-    def _concurrency_limit(self, maxconn: int | None) -> int | None:
-        """Jobs an instance may have in service: its maxconn and, under FCFS, its workers."""
+    def _concurrency_limit(
+        self, maxconn: int | None, apache: ApacheSettings | None = None
+    ) -> int | None:
+        """Requests an instance may have in service: its maxconn and its workers (apache's
+        MaxRequestWorkers, or the FCFS workers of the others)."""
         svc = self.service_
-        limits = [x for x in (maxconn, svc.workers if svc.discipline == "fcfs" else None) if x]
+        if apache is not None:
+            workers: int | None = apache.max_request_workers
+        else:
+            workers = svc.workers if svc.discipline == "fcfs" else None
+        limits = [x for x in (maxconn, workers) if x]
         return min(limits) if limits else None
+
+    def _queue_limit(self, apache: ApacheSettings | None) -> int | None:
+        """Requests an instance holds at most (busy workers and waiting)."""
+        if apache is None:
+            return self.service_.queue_limit
+        backlog = self.service_.apache.listen_backlog
+        return None if backlog is None else apache.max_request_workers + backlog
 
     def _start_probes(self, i: int, serving_from_s: float) -> None:
         """Instance i's probes: one per ``probe.period_s`` from ``serving_from_s`` + its phase."""
         self._probe_next[i] = serving_from_s + self._probe_phase[i]
 
-    def _cpu_factor(self, host: str) -> float:
-        per = self.service_.stress_ng_slowdown_per_worker
+    def _cpu_factor(self, i: int, host: str) -> float:
+        """Instance i's slowdown by its host (stress-ng's workers) and, for an apache
+        instance, its memory pressure; sets an apache instance's overhead per worker."""
+        svc = self.service_
         workers = sum(
             a.workers
             for a in self.scenario.antagonists
             if isinstance(a, StressNg) and a.host == host and a.id in getattr(self, "_running", ())
         )
-        return 1.0 + per * workers
+        factor = 1.0 + svc.stress_ng_slowdown_per_worker * workers
+        apache = self._apache[i]
+        if apache is not None:
+            model = svc.apache
+            overhead = model.worker_overhead + model.worker_overhead_per_stress_ng_worker * workers
+            self.core_.set_overhead(int(self.core_.i_res_[i]), overhead)
+            factor *= memory_factor(model, apache)
+        return factor
 
     # -- what neighbours take of a link --------------------------------------------------------
     def _set_taken(self, r: int, t: float) -> float:
@@ -283,6 +387,22 @@ class SimEnvironment:
             self._interf[r] = level
             caps[k] = self._set_taken(r, t)
         return times, np.asarray([EventCore.capacity_code(r) for r in res.tolist()]), caps
+
+    def _reloads_until(
+        self, t_next: float
+    ) -> tuple[NDArray[np.float64], NDArray[np.int64], NDArray[np.float64]]:
+        """The capacity changes of apache reloads that end in ``[now, t_next)``: back to all
+        the instance's cores."""
+        done = [(t, i) for i, t in self._reload_end.items() if t < t_next]
+        for _, i in done:
+            del self._reload_end[i]
+        done.sort()
+        res = [int(self.core_.i_res_[i]) for _, i in done]
+        return (
+            np.asarray([t for t, _ in done], dtype=np.float64),
+            np.asarray([EventCore.capacity_code(r) for r in res], dtype=np.int64),
+            np.asarray([self._nominal[r] for r in res], dtype=np.float64),
+        )
 
     # -- probes ------------------------------------------------------------------------------
     def _probes_until(self, t_next: float) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
@@ -329,6 +449,11 @@ class SimEnvironment:
                 cf = np.concatenate([now_f, cf])
                 self._now_changes = []
             it_t, it_c, it_f = self._interference_until(t_next)
+            re_t, re_c, re_f = self._reloads_until(t_next)
+            if re_t.size:
+                it_t = np.concatenate([it_t, re_t])
+                it_c = np.concatenate([it_c, re_c])
+                it_f = np.concatenate([it_f, re_f])
             if it_t.size:
                 ct = np.concatenate([ct, it_t])
                 order = np.argsort(ct, kind="stable")
@@ -348,6 +473,7 @@ class SimEnvironment:
                 ct,
                 ci,
                 cf,
+                self._arr_pages[a0:a1],
             )
             self._flush_taken(t_next)
             if work0 is not None and area0 is not None:
@@ -421,6 +547,8 @@ class SimEnvironment:
         self._probe_sum, self._probe_n = np.zeros(n), np.zeros(n)
         in_system = core.in_system()
         oldest = t - core.oldest_start_s()
+        busy = core.i_warea_ - self._last_warea
+        self._last_warea = core.i_warea_.copy()
         out: dict[str, Observation] = {}
         for i in range(n):
             state = self._state[i]
@@ -428,7 +556,15 @@ class SimEnvironment:
                 continue
             c = int(counts[i])
             util = 100.0 * work[i] / (self._capacity[i] * interval) if interval > 0 else None
+            cpu = None if util is None else util / 100.0
             extra: dict[str, float] = {}
+            if (apache := self._apache[i]) is not None:
+                # its resource is its CPU: CPU time per second, in cores
+                cpu = None if util is None else float(work[i] / interval)
+                for setting, key in SERVER_SETTING_KEYS.items():
+                    extra[key] = float(getattr(apache, setting))
+                if interval > 0:
+                    extra[BUSY_WORKERS_KEY] = float(busy[i] / interval)
             if np.isfinite(link_util[core.i_res_[i]]):  # NaN: no time passed, nothing measured
                 extra[LINK_UTIL_KEY] = float(link_util[core.i_res_[i]])
             if (maxconn := self._maxconn[i]) is not None:
@@ -449,7 +585,7 @@ class SimEnvironment:
                 p95_rt_seconds=float(quant[1, i]) if c else None,
                 p99_rt_seconds=float(quant[2, i]) if c else None,
                 errors=int(rej[i]) + self._dropped[i],
-                cpu_util=None if util is None else util / 100.0,
+                cpu_util=cpu,
                 util_pct=util,
                 weight=round(float(core.i_weight_[i])),
                 extra=extra,
@@ -487,10 +623,17 @@ class SimEnvironment:
                 return f"{a.instance_id!r} exists"
             if a.host not in {h.id for h in self.scenario.hosts}:
                 return f"unknown host {a.host!r}"
-            if a.host not in self._host_resource and self.service_.capacity_bytes_per_s is None:
+            server = self.scenario.scaling.server if self.scenario.scaling else "lighttpd"
+            apache = ApacheSettings() if server == "apache" else None
+            if (
+                apache is None
+                and a.host not in self._host_resource
+                and self.service_.capacity_bytes_per_s is None
+            ):
                 return f"host {a.host!r} has no capacity"
             boot = self.boot_s_
-            i = self._add(a.instance_id, a.host, a.weight, None, serving=boot == 0)
+            cpus = apache_cpus(self.service_.apache, None, self.scenario.host(a.host))
+            i = self._add(a.instance_id, a.host, a.weight, None, boot == 0, apache, cpus)
             if boot > 0:
                 self._booting[i] = self.core_.now_s_ + boot
             else:
@@ -504,7 +647,10 @@ class SimEnvironment:
             self.core_.set_weight(i, float(a.weight))
         elif isinstance(a, SetMaxConn):
             self._maxconn[i] = a.maxconn or None  # 0 lifts the cap, as in HAProxy
-            self.core_.set_concurrency_limit(i, self._concurrency_limit(self._maxconn[i]))
+            limit = self._concurrency_limit(self._maxconn[i], self._apache[i])
+            self.core_.set_concurrency_limit(i, limit)
+        elif isinstance(a, ReconfigureServer):
+            return self._reconfigure(i, a)
         elif isinstance(a, RemoveInstance):
             self.core_.set_eligible(i, False)
             self._probe_next[i] = np.inf
@@ -517,6 +663,38 @@ class SimEnvironment:
                 self._dropped[i] += self.core_.drop_jobs(i)
         else:
             return f"{type(a).__name__} is not modelled by the simulator"
+        return None
+
+    def _reconfigure(self, i: int, a: ReconfigureServer) -> str | None:
+        """Apply apache settings to instance i: at once with ``graceful=False``; with
+        ``graceful=True`` a restart of its children costs ``service.apache.reload_capacity_share``
+        of its CPU for ``reload_s``. Why not, when it cannot (nothing changed then)."""
+        old = self._apache[i]
+        if old is None:
+            return f"{a.instance_id!r} is not an apache instance: it has no settings to change"
+        unknown = sorted(set(a.settings) - set(SERVER_SETTING_KEYS))
+        if unknown:
+            known = ", ".join(SERVER_SETTING_KEYS)
+            return f"unknown setting(s) {', '.join(unknown)} (known: {known})"
+        try:
+            new = ApacheSettings.model_validate(old.model_dump() | dict(a.settings))
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()
+            )
+            return f"settings refused: {problems}"
+        core = self.core_
+        self._apache[i] = new
+        core.set_concurrency_limit(i, self._concurrency_limit(self._maxconn[i], new))
+        core.set_queue_limit(i, self._queue_limit(new))
+        core.set_php_children(i, new.php_max_children)
+        core.set_keepalive_timeout(i, new.keepalive_timeout_s)
+        self._set_cpu_factor(i)  # memory pressure follows the pools' sizes
+        model = self.service_.apache
+        if a.graceful and model.reload_s > 0:
+            r = int(core.i_res_[i])
+            core.set_capacity(r, float(self._nominal[r]) * (1.0 - model.reload_capacity_share))
+            self._reload_end[i] = core.now_s_ + model.reload_s
         return None
 
     def trigger(self, event: Event) -> None:
@@ -552,11 +730,16 @@ class SimEnvironment:
             self.core_.set_capacity(r, self._set_taken(r, self.core_.now_s_))
         if any(isinstance(a, Fio) for a in running):
             log.info("fio on %s: no effect in the simulator's model", host)
-        cpu = self._cpu_factor(host)
         for i, h in enumerate(self._host_of):
-            if h == host and cpu != self._cpu[i]:
-                self._cpu[i] = cpu
-                self._now_changes.append((i, self._slow[i] * cpu))
+            if h == host:
+                self._set_cpu_factor(i)
+
+    def _set_cpu_factor(self, i: int) -> None:
+        """Instance i's slowdown by its host and its memory, from now on."""
+        cpu = self._cpu_factor(i, self._host_of[i])
+        if cpu != self._cpu[i]:
+            self._cpu[i] = cpu
+            self._now_changes.append((i, self._slow[i] * cpu))
 
     def take_requests(self) -> list[RequestRecord]:
         """Per-request records since the last call (only with the request log on)."""

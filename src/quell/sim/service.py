@@ -1,5 +1,6 @@
-"""What the ``service`` section turns into before the run: request sizes, slowdown changes and
-the on/off timeline of host interference."""
+"""What the ``service`` section turns into before the run: request sizes, slowdown changes,
+the on/off timeline of host interference, closed-loop users' requests and think times, and
+what an apache instance's settings cost."""
 
 from __future__ import annotations
 
@@ -11,8 +12,16 @@ from numpy.typing import NDArray
 
 from quell.core.rng import component_rng
 from quell.errors import InputError, Problem
-from quell.scenario.model import Host
-from quell.scenario.service import HostInterference, OnOffSlowdown, ScheduledSlowdown, SizeModel
+from quell.scenario.model import ApacheSettings, Host, Instance, Scenario
+from quell.scenario.service import (
+    ApacheModel,
+    HostInterference,
+    OnOffSlowdown,
+    ScheduledSlowdown,
+    SizeModel,
+)
+from quell.workload.schedule import RequestSchedule, mix_schedule
+from quell.workload.spec import ClosedLoopSpec
 
 MAX_TAKEN_SHARE = 0.95
 """Neighbours with a bitrate (iperf3 ``bitrate_mbit``, ``service.interference``) take at most
@@ -24,10 +33,18 @@ def draw_sizes(
 ) -> NDArray[np.float64]:
     """Request sizes: the nominal ones (each request's file) or drawn from ``model``, whose mean
     is ``model.mean_bytes`` or, when unset, each request's nominal size."""
+    if model is None:
+        return nominal_bytes.astype(np.float64)
+    return draw_sizes_from(model, nominal_bytes, component_rng(seed, "sim/sizes"))
+
+
+def draw_sizes_from(
+    model: SizeModel | None, nominal_bytes: NDArray[np.int64], rng: np.random.Generator
+) -> NDArray[np.float64]:
+    """``draw_sizes`` from the generator ``rng``, which goes on from where it is."""
     nominal = nominal_bytes.astype(np.float64)
     if model is None:
         return nominal
-    rng = component_rng(seed, "sim/sizes")
     n = nominal.size
     mean: NDArray[np.float64] | float = (
         nominal if model.mean_bytes is None else float(model.mean_bytes)
@@ -178,3 +195,83 @@ def interference_changes(
         level[by_host] = np.where(lv < 1e-3, 0.0, lv)  # sums of ± rates: no float residue
     by_time = np.lexsort((seq, t_arr))
     return t_arr[by_time], h_arr[by_time], level[by_time]
+
+
+# -- closed-loop users ---------------------------------------------------------------------------
+
+
+def closed_loop_paths(scenario: Scenario) -> RequestSchedule:
+    """What closed-loop users ask for: the workload's paths and their sizes, no request yet."""
+    wl = scenario.workload
+    assert wl.requests is not None  # closed-loop users send the mix, never video sessions
+    return mix_schedule(
+        np.empty(0),
+        tuple(r.path for r in wl.requests),
+        np.array([r.weight for r in wl.requests], dtype=np.float64),
+        {f.path: f.size_bytes for f in scenario.files}
+        | {p.path: p.response_bytes for p in scenario.pages},
+        component_rng(scenario.seed, "workload/paths"),
+    )
+
+
+def page_index(scenario: Scenario, paths: Sequence[str]) -> NDArray[np.int64]:
+    """Per path, 1 + its place in ``scenario.pages`` when it is a PHP page, else 0."""
+    pages = {p.path: k + 1 for k, p in enumerate(scenario.pages)}
+    return np.asarray([pages.get(p, 0) for p in paths], dtype=np.int64)
+
+
+class ClosedLoopDraws:
+    """The requests closed-loop users send and the times they think, drawn in blocks as the
+    event core asks (``EventCore.add_users``): each request's path from the mix (stream
+    ``workload/paths``) and size (``sim/sizes``, as open-loop requests), each think time
+    exponential of mean ``think_time_s`` (``workload/think``)."""
+
+    def __init__(
+        self, scenario: Scenario, paths: RequestSchedule, pages: NDArray[np.int64]
+    ) -> None:
+        arrival = scenario.workload.arrival
+        assert isinstance(arrival, ClosedLoopSpec) and scenario.workload.requests is not None
+        self.think_s = arrival.think_time_s
+        self.size_model = scenario.service.size if scenario.service else None
+        weights = np.array([r.weight for r in scenario.workload.requests], dtype=np.float64)
+        self.p = weights / weights.sum()
+        self.nominal = np.asarray(paths.sizes_bytes, dtype=np.int64)
+        self.pages = pages
+        self.paths_rng = component_rng(scenario.seed, "workload/paths")
+        self.sizes_rng = component_rng(scenario.seed, "sim/sizes")
+        self.think_rng = component_rng(scenario.seed, "workload/think")
+
+    def __call__(
+        self, n: int
+    ) -> tuple[NDArray[np.float64], NDArray[np.int64], NDArray[np.float64]]:
+        if self.p.size == 1:
+            pick = np.zeros(n, dtype=np.int64)
+        else:
+            pick = self.paths_rng.choice(self.p.size, size=n, p=self.p)
+        size = draw_sizes_from(self.size_model, self.nominal[pick], self.sizes_rng)
+        think = self.think_s * self.think_rng.standard_exponential(n)
+        return size, self.pages[pick], think
+
+
+# -- apache instances ------------------------------------------------------------------------------
+
+
+def apache_cpus(model: ApacheModel, instance: Instance | None, host: Host) -> float:
+    """Cores of an apache instance: ``service.apache.cpus``, else the CPUs the instance (or
+    else its host) is pinned to, else 2."""
+    if model.cpus is not None:
+        return model.cpus
+    pinned = (instance.cpus if instance is not None else None) or host.cpus
+    return float(len(pinned)) if pinned else 2.0
+
+
+def memory_factor(model: ApacheModel, settings: ApacheSettings) -> float:
+    """How much slower an apache instance is under memory pressure: with its workers' and
+    php-fpm children's memory M over ``memory_bytes``, 1 + ``swap_slowdown`` × (M / memory − 1)."""
+    if model.memory_bytes is None:
+        return 1.0
+    used = (
+        settings.max_request_workers * model.worker_memory_bytes
+        + settings.php_max_children * model.php_child_memory_bytes
+    )
+    return 1.0 + model.swap_slowdown * max(0.0, used / model.memory_bytes - 1.0)
