@@ -1,6 +1,7 @@
 """The Environment contract (``quell.core.contract``) over the simulator: every check, each on a
-fresh environment, and the runner over one shared environment. Then simulators with one flaw
-each: the check that guards against it must catch it."""
+fresh environment, and the runner over one shared environment, for a fleet on links with open-
+loop load and for an apache instance with closed-loop users (``ReconfigureServer``). Then
+simulators with one flaw each: the check that guards against it must catch it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,14 @@ from typing import Any
 
 import pytest
 
-from quell.core.action import Action, AddInstance, RemoveInstance, SetMaxConn, SetWeight
+from quell.core.action import (
+    Action,
+    AddInstance,
+    ReconfigureServer,
+    RemoveInstance,
+    SetMaxConn,
+    SetWeight,
+)
 from quell.core.contract import (
     OWN_CHECKS,
     SHARED_CHECKS,
@@ -22,6 +30,7 @@ from quell.core.contract import (
     check_before_start,
     check_close,
     check_mixed_batch,
+    check_reconfigure_server,
     check_remove_instance,
     check_same_seed,
     check_set_max_conn,
@@ -53,6 +62,30 @@ def scenario(seed: int = 5, boot_s: float = BOOT_S) -> Scenario:
     )
 
 
+def apache_scenario(seed: int = 5) -> Scenario:
+    """Two apache instances (a PHP page and a static file), closed-loop users."""
+    return build_scenario(
+        n_hosts=3,
+        seed=seed,
+        duration_s=300,
+        interval_s=1,
+        instances=[
+            {"id": "i0", "host": "h0", "server": "apache", "apache": {"threads_per_child": 4}},
+            {"id": "i1", "host": "h1", "server": "apache"},
+        ],
+        pages=[{"path": "/p.php", "working_set_bytes": 100_000, "touches": 20_000}],
+        workload={
+            "arrival": {"process": "closed", "users": 30, "think_time_s": 0.5, "ramp_s": 2},
+            "requests": [{"path": "/f"}, {"path": "/p.php"}],
+        },
+        probe={"period_s": 2, "size_bytes": 50_000},
+        scaling={"hosts": ["h2"], "boot_s": BOOT_S, "server": "apache"},
+    )
+
+
+SETTINGS = {"max_request_workers": 8.0, "keepalive_timeout_s": 1.5, "php_max_children": 3.0}
+
+
 def sim_fixture(
     create: Callable[[], SimEnvironment] | None = None, **over: Any
 ) -> EnvironmentFixture[SimEnvironment]:
@@ -67,6 +100,16 @@ def sim_fixture(
     return dataclasses.replace(fx, **over)
 
 
+def apache_fixture(**over: Any) -> EnvironmentFixture[SimEnvironment]:
+    s = apache_scenario()
+    mine: dict[str, Any] = {
+        "create": lambda: SimEnvironment(s),
+        "supports": SUPPORTS | {ReconfigureServer},
+        "reconfigure": ("i0", SETTINGS),
+    }
+    return sim_fixture(**(mine | over))
+
+
 @pytest.mark.parametrize("check", SHARED_CHECKS, ids=lambda c: c.__name__)
 def test_the_simulator_passes_each_check_on_a_fresh_environment(check: SharedCheck) -> None:
     fx = sim_fixture()
@@ -77,8 +120,21 @@ def test_the_simulator_passes_each_check_on_a_fresh_environment(check: SharedChe
         env.close()
     if check.__name__ == "check_set_cpu_cap":
         assert why == "does not support SetCpuCap"
+    elif check.__name__ == "check_reconfigure_server":
+        assert why == "does not support ReconfigureServer"
     else:
         assert why is None
+
+
+@pytest.mark.parametrize("check", SHARED_CHECKS, ids=lambda c: c.__name__)
+def test_an_apache_instance_with_closed_loop_users_passes_each_check(check: SharedCheck) -> None:
+    fx = apache_fixture()
+    env = fx.started()
+    try:
+        why = check(fx, env)
+    finally:
+        env.close()
+    assert why == ("does not support SetCpuCap" if check.__name__ == "check_set_cpu_cap" else None)
 
 
 @pytest.mark.parametrize("check", OWN_CHECKS, ids=lambda c: c.__name__)
@@ -94,10 +150,18 @@ def test_the_runner_reports_every_check_over_one_shared_environment() -> None:
     results = {r.check: (r.outcome, r.detail) for r in run_checks(sim_fixture())}
     assert list(results) == [c.__name__ for c in (*SHARED_CHECKS, *OWN_CHECKS)]
     not_applicable = {k for k, (outcome, _) in results.items() if outcome == "not applicable"}
-    assert not_applicable == {"check_set_cpu_cap", "check_before_start"}
+    assert not_applicable == {"check_set_cpu_cap", "check_reconfigure_server", "check_before_start"}
     assert all(
         outcome == "passed" for k, (outcome, _) in results.items() if k not in not_applicable
     )
+
+
+def test_the_runner_passes_an_apache_instance_with_closed_loop_users() -> None:
+    results = {r.check: (r.outcome, r.detail) for r in run_checks(apache_fixture())}
+    not_applicable = {k for k, (outcome, _) in results.items() if outcome == "not applicable"}
+    assert not_applicable == {"check_set_cpu_cap", "check_before_start"}
+    failed = {k: d for k, (outcome, d) in results.items() if outcome == "failed"}
+    assert not failed
 
 
 # -- flawed simulators -----------------------------------------------------------------------------
@@ -159,6 +223,11 @@ def flawed(**kw: Any) -> Callable[[], SimEnvironment]:
     return lambda: Flawed(s, **kw)
 
 
+def flawed_apache(**kw: Any) -> Callable[[], SimEnvironment]:
+    s = apache_scenario()
+    return lambda: Flawed(s, **kw)
+
+
 class NeedsStart(SimEnvironment):
     """A start step whose state ``observe`` reads unguarded: an AttributeError before start."""
 
@@ -200,6 +269,18 @@ FLAWS: list[tuple[str, Callable[[], EnvironmentFixture[Any]], SharedCheck | OwnC
     ),
     ("weights ignored", lambda: sim_fixture(flawed(act=without(SetWeight))), check_set_weight),
     ("maxconn ignored", lambda: sim_fixture(flawed(act=without(SetMaxConn))), check_set_max_conn),
+    (
+        "server settings ignored",
+        lambda: apache_fixture(create=flawed_apache(act=without(ReconfigureServer))),
+        check_reconfigure_server,
+    ),
+    (
+        "settings in force not shown",
+        lambda: apache_fixture(
+            create=flawed_apache(bend=lambda o: dataclasses.replace(o, extra={}))
+        ),
+        check_reconfigure_server,
+    ),
     (
         "removal ignored",
         lambda: sim_fixture(flawed(act=without(RemoveInstance))),

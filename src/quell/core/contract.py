@@ -27,7 +27,9 @@ What the checks hold an environment to:
   number or ``None`` (never NaN); ``extra`` values finite floats.
 * **Actions.** Each supported kind shows in the next snapshot: ``SetWeight`` as ``weight``,
   ``SetMaxConn`` as ``extra[MAXCONN_KEY]`` (0 removes the cap: the key goes), ``SetCpuCap`` as
-  ``extra[CPU_CAP_KEY]`` (``None`` removes it), ``AddInstance`` as a new instance from its boot
+  ``extra[CPU_CAP_KEY]`` (``None`` removes it), ``ReconfigureServer`` as each setting's value
+  under ``SERVER_SETTING_KEYS`` on the instance it names (an unknown setting is refused with
+  nothing changed), ``AddInstance`` as a new instance from its boot
   time on (never before), ``RemoveInstance`` as its disappearance once drained (for good;
   actions naming it fail from then on).
 * **Refusals.** An action naming an unknown instance (or, for ``AddInstance``, an unknown host
@@ -42,7 +44,7 @@ What the checks hold an environment to:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from functools import partial
 from typing import Any, Generic, Literal, TypeVar, get_args
@@ -57,7 +59,13 @@ from quell.core.action import (
     SetWeight,
 )
 from quell.core.environment import Environment
-from quell.core.observation import CPU_CAP_KEY, MAXCONN_KEY, Observation, Snapshot
+from quell.core.observation import (
+    CPU_CAP_KEY,
+    MAXCONN_KEY,
+    SERVER_SETTING_KEYS,
+    Observation,
+    Snapshot,
+)
 from quell.errors import (
     ActionError,
     ContractError,
@@ -104,6 +112,9 @@ class EnvironmentFixture(Generic[E]):
     """How long past its boot (or after its removal) an instance may take to show (or go)."""
     not_repeatable: str | None = None
     """Why two environments made alike may give different snapshots; ``None``: they must not."""
+    reconfigure: tuple[str, Mapping[str, float]] | None = None
+    """An instance whose server settings ``ReconfigureServer`` changes, and values (of
+    ``SERVER_SETTING_KEYS`` settings) it accepts there; ``None``: the environment has none."""
 
     def started(self) -> E:
         env = self.create()
@@ -416,6 +427,41 @@ def check_set_cpu_cap(fx: EnvironmentFixture[E], env: E) -> str | None:
     return _setting_shows(fx, env, "check_set_cpu_cap", SetCpuCap, read, steps)
 
 
+def check_reconfigure_server(fx: EnvironmentFixture[E], env: E) -> str | None:
+    """``ReconfigureServer`` (``graceful=False``) shows each setting's value under
+    ``SERVER_SETTING_KEYS`` in the next snapshot; one naming an unknown setting is refused
+    naming it, with nothing changed; the old values are set back."""
+    if ReconfigureServer not in fx.supports:
+        return "does not support ReconfigureServer"
+    if fx.reconfigure is None:
+        return "names no instance whose server settings change"
+    iid, settings = fx.reconfigure
+    found: list[Problem] = []
+
+    def shown(snap: Snapshot) -> dict[str, float | None]:
+        obs = _observation(snap, iid, found)
+        extra = {} if obs is None else obs.extra
+        return {k: extra.get(SERVER_SETTING_KEYS[k]) for k in settings}
+
+    old = shown(_next(env, fx))
+    if any(v is None for v in old.values()):
+        found.append(Problem(iid, f"does not show its settings in force: {old}"))
+        _done(env, "check_reconfigure_server", found)
+    new = ReconfigureServer(iid, dict(settings), graceful=False)
+    env.apply([new])
+    if (now := shown(_next(env, fx))) != dict(settings):
+        found.append(Problem(repr(new), f"next snapshot shows {now}"))
+    bad = ReconfigureServer(iid, {"ck_unknown": 1}, graceful=False)
+    _refused(env, [bad], [bad], [], found)
+    if (now := shown(_next(env, fx))) != dict(settings):
+        found.append(Problem(repr(bad), f"refused, yet the settings show {now}"))
+    env.apply([ReconfigureServer(iid, {k: v for k, v in old.items() if v is not None}, False)])
+    if (now := shown(_next(env, fx))) != old:
+        found.append(Problem(iid, f"set back to {old}, the settings show {now}"))
+    _done(env, "check_reconfigure_server", found)
+    return None
+
+
 def check_add_instance(fx: EnvironmentFixture[E], env: E) -> str | None:
     """An added instance is in no snapshot before its boot time, then in every one, with the
     weight it was added with."""
@@ -570,6 +616,7 @@ SHARED_CHECKS: tuple[SharedCheck, ...] = (
     check_set_weight,
     check_set_max_conn,
     check_set_cpu_cap,
+    check_reconfigure_server,
     check_add_instance,
     check_remove_instance,
     check_unknown_instance,

@@ -676,8 +676,14 @@ class SimEnvironment:
         if unknown:
             known = ", ".join(SERVER_SETTING_KEYS)
             return f"unknown setting(s) {', '.join(unknown)} (known: {known})"
+        given = {  # a count read back from ``extra`` comes as a float: 16.0 is 16
+            k: int(v)
+            if isinstance(v, float) and v.is_integer() and k != "keepalive_timeout_s"
+            else v
+            for k, v in a.settings.items()
+        }
         try:
-            new = ApacheSettings.model_validate(old.model_dump() | dict(a.settings))
+            new = ApacheSettings.model_validate(old.model_dump() | given)
         except ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()
