@@ -7,11 +7,12 @@ import math
 
 import numpy as np
 import pytest
-from scipy import stats
+from scipy import special, stats
 
 from quell.core.rng import component_rng
 from quell.errors import InputError
 from quell.models.queueing import (
+    erlang_b,
     erlang_c,
     little_mean_jobs,
     little_mean_response_s,
@@ -22,6 +23,7 @@ from quell.models.queueing import (
     mm1k_mean_response_s,
     mmc_mean_response_s,
     mmc_mean_wait_s,
+    mva_closed,
 )
 from quell.sim.core import EventCore
 
@@ -131,3 +133,42 @@ def test_mmc_wait_within_simulator_ci() -> None:
     _, rt, size = simulate(0.75, 400_000, seed=23, workers=4)
     mean, half = batch_ci(rt - size)  # each FCFS worker serves 1 byte/s
     assert abs(mean - mmc_mean_wait_s(3.0, 1.0, 4)) <= half
+
+
+def test_erlang_b_against_its_sum() -> None:
+    # B(c, a) = (a^c / c!) / Σ_k a^k / k!
+    for c, a in [(1, 0.5), (4, 3.0), (10, 7.5), (50, 40.0)]:
+        terms = [a**k / math.factorial(k) for k in range(c + 1)]
+        assert erlang_b(c, a) == pytest.approx(terms[-1] / sum(terms), rel=1e-12)
+    assert erlang_b(0, 2.0) == 1.0
+    # thousands of servers: no overflow (the sum in log space)
+    k = np.arange(2001)
+    log_terms = k * math.log(1900.0) - special.gammaln(k + 1)
+    expected = math.exp(log_terms[-1] - special.logsumexp(log_terms))
+    assert erlang_b(2000, 1900.0) == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.parametrize("users", [1, 2, 7, 40])
+def test_mva_of_one_station_is_the_machine_repairman(users: int) -> None:
+    # One exponential station (demand D) and a delay Z: the finite-source queue M/M/1//N,
+    # p(n) ∝ N! / (N - n)! (D / Z)^n, X = (1 - p(0)) / D, R = N / X - Z.
+    d, z = 0.2, 1.5
+    w = np.array(
+        [math.factorial(users) / math.factorial(users - n) * (d / z) ** n for n in range(users + 1)]
+    )
+    p = w / w.sum()
+    x_exact = (1 - p[0]) / d
+    x, r, queue = mva_closed([d], z, users)
+    assert x == pytest.approx(x_exact, rel=1e-12)
+    assert r == pytest.approx(users / x_exact - z, rel=1e-9)
+    assert queue[0] == pytest.approx(float(np.dot(np.arange(users + 1), p)), rel=1e-9)
+
+
+def test_mva_bounds_and_bad_input() -> None:
+    x, r, _ = mva_closed([0.1, 0.05], 1.0, 200)
+    assert x == pytest.approx(10.0, rel=1e-6)  # the bottleneck's 1 / D_max
+    assert r == pytest.approx(200 / x - 1.0, rel=1e-9)
+    with pytest.raises(InputError, match="users"):
+        mva_closed([0.1], 1.0, 0)
+    with pytest.raises(InputError, match="demands_s"):
+        mva_closed([0.0], 1.0, 3)
