@@ -16,7 +16,10 @@ from numpy.typing import NDArray
 
 from quell.core.rng import component_rng
 from quell.models.queueing import mva_closed
+from quell.scenario import load_scenario
+from quell.sim import SimEnvironment
 from quell.sim.core import EventCore, Records
+from quell.sim.service import ClosedLoopDraws, page_index
 from tests.cli.inprocess import run_quell
 from tests.models.test_queueing import BATCHES, batch_ci
 
@@ -37,7 +40,8 @@ def closed_run(
     sizes = component_rng(seed, "test/sizes")
     thinks = component_rng(seed, "test/think")
 
-    def draw(n: int) -> tuple[NDArray[np.float64], NDArray[np.int64], NDArray[np.float64]]:
+    def draw(user: int) -> tuple[NDArray[np.float64], NDArray[np.int64], NDArray[np.float64]]:
+        n = 64  # the next 64 requests of the user (any user: one stream, in the order asked)
         return (
             sizes.exponential(demand_s, n),
             np.zeros(n, dtype=np.int64),
@@ -95,8 +99,8 @@ def test_throughput_and_response_time_match_mva(users: int, fcfs: bool) -> None:
 def test_users_ramp_up_evenly_and_stop_at_max_requests() -> None:
     sizes = component_rng(1, "test/sizes")
 
-    def draw(n: int) -> tuple[NDArray[np.float64], NDArray[np.int64], NDArray[np.float64]]:
-        return sizes.exponential(0.01, n), np.zeros(n, dtype=np.int64), np.full(n, 100.0)
+    def draw(user: int) -> tuple[NDArray[np.float64], NDArray[np.int64], NDArray[np.float64]]:
+        return sizes.exponential(0.01, 3), np.zeros(3, dtype=np.int64), np.full(3, 100.0)
 
     core = EventCore()
     core.add_instance(core.add_resource(1.0))
@@ -114,6 +118,19 @@ def test_a_closed_loop_scenario_runs_and_compares(tmp_path: Path) -> None:
     assert cmp.code == 0, cmp.stderr
     doc = json.loads(cmp.stdout.splitlines()[-1])
     assert doc["oracle"] is None and doc["policies"][0]["mean_rt_ms"] > 0
+
+
+def test_users_draw_from_their_own_streams_as_the_lab_does() -> None:
+    # Request j of user k takes uniforms 2j and 2j + 1 of stream workload/users/<k>: the path
+    # by inverse CDF over the mix, the think -Z ln(1 - u) (quell.workload.population).
+    scenario = load_scenario(IC2_SWEEP)
+    env = SimEnvironment(scenario)
+    draws = ClosedLoopDraws(scenario, env.schedule_, page_index(scenario, env.schedule_.paths))
+    u = component_rng(scenario.seed, "workload/users/7").random((128, 2))
+    size, page, think = (np.concatenate(x) for x in zip(draws(7), draws(7), strict=True))
+    assert np.array_equal(page, np.where(u[:, 0] < 0.5, 1, 0))  # /work.php first in the mix
+    assert np.allclose(think, -2.0 * np.log1p(-u[:, 1]), rtol=1e-15)
+    assert np.array_equal(size, np.where(page == 1, 1000.0, 10_000.0))
 
 
 def test_same_seed_same_closed_loop_run(tmp_path: Path) -> None:

@@ -25,8 +25,8 @@ _POOL0 = 1024
 _NO_USERS = np.empty(0, dtype=np.int64)
 
 RequestDraws = Callable[[int], tuple[NDArray[np.float64], NDArray[np.int64], NDArray[np.float64]]]
-"""``draw(n)``: the next n closed-loop requests' sizes and PHP pages (0: a static file), and n
-more think times (seconds)."""
+"""``draw(u)``: closed-loop user u's next requests, as many as it returns (the same number
+every call): their sizes, PHP pages (0: a static file) and the think time after each."""
 
 
 @dataclass(frozen=True)
@@ -140,16 +140,22 @@ class EventCore:
         self.page_work_ = _f(0.0)
         """Work of each PHP page (index 1 on; 0 is a static file's: none)."""
         # closed-loop users: heap, position, key (next event time), tie-break, state, the
-        # instance of a kept-alive connection, when it closes, when the user sends after it
+        # instance of a kept-alive connection, when it closes, when the user sends after it,
+        # how many of its drawn requests it has sent
         self._users: tuple[NDArray[Any], ...] = (
             _NO_USERS, _NO_USERS, _EMPTY_F, _EMPTY_F, _NO_USERS, _NO_USERS, _EMPTY_F, _EMPTY_F,
+            _NO_USERS,
         )  # fmt: skip
         self.keepalive = False
         self._draw: RequestDraws | None = None
-        self._draws: tuple[NDArray[Any], ...] = (_EMPTY_F, _NO_USERS, _EMPTY_F)
+        self._draws: tuple[NDArray[Any], ...] = (
+            np.empty((0, 1)),
+            np.empty((0, 1), dtype=np.int64),
+            np.empty((0, 1)),
+        )
+        """Each user's requests drawn ahead (a row per user): sizes, pages, thinks."""
         self._ucursor = np.zeros(5, dtype=np.int64)
-        """[requests the users sent, index of the first drawn request kept, thinks used,
-        index of the first think kept, most requests the users may send]"""
+        """[requests the users sent, the user whose draws ran out, -, -, most requests]"""
 
     # -- the kernel's argument groups --------------------------------------------------------
     def _res(self) -> tuple[Any, ...]:
@@ -313,9 +319,10 @@ class EventCore:
     ) -> None:
         """Closed-loop users, user u sending its first request at ``first_s[u]``: each waits
         for its answer (or refusal), thinks, and sends the next, until ``max_requests``
-        requests were sent in all. ``draw(n)`` gives the next requests and think times, in
-        the order the users send and finish. With ``keepalive`` a user keeps its connection to
-        an apache instance open between requests (``set_server``); elsewhere, and without it,
+        requests were sent in all. ``draw(u)`` gives user u's next requests and the think
+        after each, from the user's own stream, so what a user asks for and how long it thinks
+        do not depend on the server. With ``keepalive`` a user keeps its connection to an
+        apache instance open between requests (``set_server``); elsewhere, and without it,
         each request is a new connection the balancer dispatches."""
         n = int(first_s.size)
         heap = np.arange(n, dtype=np.int64)
@@ -324,10 +331,15 @@ class EventCore:
         kernel._ih_build(heap, pos, k1, np.arange(n, dtype=np.float64), n)
         self._users = (
             heap, pos, k1, np.arange(n, dtype=np.float64), np.zeros(n, dtype=np.int64),
-            np.full(n, -1, dtype=np.int64), np.zeros(n), np.zeros(n),
+            np.full(n, -1, dtype=np.int64), np.zeros(n), np.zeros(n), np.zeros(n, dtype=np.int64),
         )  # fmt: skip
         self.keepalive = keepalive
         self._draw = draw
+        rows = [draw(u) for u in range(n)]
+        self._draws = tuple(
+            np.ascontiguousarray(np.stack([row[k] for row in rows]).reshape(n, -1))
+            for k in range(3)
+        )
         self._ucursor[:] = (0, 0, 0, 0, max_requests)
 
     @property
@@ -335,20 +347,12 @@ class EventCore:
         """Requests the closed-loop users have sent."""
         return int(self._ucursor[0])
 
-    def _more_draws(self) -> None:
-        """The next block of closed-loop requests and think times (the ones not used yet kept)."""
+    def _more_draws(self, user: int) -> None:
+        """User ``user``'s next requests (it has sent, and had answered, all it had)."""
         assert self._draw is not None
-        sent, base, thought, think_base, most = self._ucursor.tolist()
-        size, page, think = self._draws
-        block = min(max(4 * self._users[0].size, 4096), most - sent)
-        more_size, more_page, more_think = self._draw(block)
-        self._draws = (
-            np.concatenate([size[sent - base :], more_size]),
-            np.concatenate([page[sent - base :], more_page]).astype(np.int64),
-            np.concatenate([think[thought - think_base :], more_think]),
-        )
-        self._ucursor[1] = sent
-        self._ucursor[3] = thought
+        for have, more in zip(self._draws, self._draw(user), strict=True):
+            have[user] = more
+        self._users[8][user] = 0
 
     def _fresh_position(self, weight: float) -> float:
         step = 1.0 if self.algorithm == "plain_rr" else 1.0 / max(weight, 1e-300)
@@ -410,8 +414,6 @@ class EventCore:
     def drop_jobs(self, instance: int) -> int:
         """Abort every request ``instance`` has (in service or waiting) and close its kept-alive
         connections; returns how many requests were aborted."""
-        cursor = np.zeros(9, dtype=np.int64)
-        cursor[4:] = self._ucursor
         dropped = kernel.drop_instance(
             instance,
             self.now_s_,
@@ -420,10 +422,8 @@ class EventCore:
             self._inst(),
             self._queues(),
             self._users,
-            cursor,
             self._draws,
         )
-        self._ucursor[:] = cursor[4:]
         return int(dropped)
 
     def in_system(self) -> NDArray[np.int64]:
@@ -529,8 +529,7 @@ class EventCore:
             if status == kernel.NEED_SPACE:
                 self._make_space()
             elif status == kernel.NEED_DRAWS:
-                self._more_draws()
-                cursor[4:] = self._ucursor
+                self._more_draws(int(cursor[5]))
             else:  # NEED_OUT
                 out = tuple(np.concatenate([a, np.empty_like(a)]) for a in out)
         self.now_s_ = float(t_end_s)

@@ -22,8 +22,9 @@ Design for speed:
   the rest wait in its accept queue. On an apache instance a PHP page also needs one of
   ``plimit`` php-fpm children, waiting for one in a second queue while it holds its worker.
   Closed-loop users live in a third indexed heap keyed by their next event (send a request
-  after thinking, or a kept-alive connection timing out); their requests and think times are
-  drawn ahead in blocks, and the loop returns ``NEED_DRAWS`` when it needs the next block.
+  after thinking, or a kept-alive connection timing out); each user's requests and think times
+  are drawn ahead in blocks (a row per user), and the loop returns ``NEED_DRAWS`` when a user
+  has sent its block.
 
 The functions here are pure state transitions on arrays, and the sums over an interval's
 records; ``quell.sim.core.EventCore`` owns the arrays, and ``quell.sim.core`` is the only caller.
@@ -386,8 +387,8 @@ def run_segment(
     ``chg_factor[k]``; one with ``chg_inst[k] = -(r + 1)`` sets resource r's capacity to it.
 
     ``cursor`` = [next arrival, next probe, next change, output records written, requests the
-    users issued, index of ``draws[0][0]``, thinks drawn so far, index of ``draws[2][0]``, most
-    requests the users may issue], updated in place so that a call after a status other than
+    users sent, the user whose drawn requests ran out (with ``NEED_DRAWS``), unused, unused, most
+    requests the users may send], updated in place so that a call after a status other than
     ``OK`` resumes exactly. ``scalars`` = [stride pass, leastconn sequence]; ``iscal`` = [job
     pool used, queue pool used]. Output records are completions (rt ≥ 0) and refusals (rt = -1;
     instance -1 when no server was eligible). Probe jobs carry instance -(i + 1) and are
@@ -402,7 +403,7 @@ def run_segment(
     i_plimit, i_pact, i_pwait, i_held, i_warea, i_kat, i_hold, i_apache = inst[14:22]
     i_rwork, i_bwork, i_cwork = inst[22:]
     q_off, q_capn, qhead, qst, qsz, qcode, pq_off, pq_capn, pqhead = queues
-    uheap, _, uk1, _, u_state, u_inst, u_until, u_next = users
+    uheap, _, uk1, _, u_state, u_inst, u_until, u_next, u_sent = users
     cl_size, cl_page, cl_think = draws
     out_inst, out_start, out_rt, out_size = out
     out_cap = out_inst.size
@@ -454,11 +455,8 @@ def run_segment(
     ic = cursor[2]
     nout = cursor[3]
     issued = cursor[4]
-    req_base = cursor[5]
-    thought = cursor[6]
-    think_base = cursor[7]
     max_issued = cursor[8]
-    n_drawn = req_base + cl_size.size
+    drawn = cl_size.shape[1]  # requests drawn ahead per user: user u sends u_sent[u] of them
     status = OK
     while True:
         ta = arr_t[ia] if ia < na else np.inf
@@ -575,8 +573,7 @@ def run_segment(
                     # a closed-loop user has its answer: it thinks, keeping its connection
                     # (and, with the worker MPM, its worker) for at most KeepAliveTimeout
                     u = (code >> USER_SHIFT) - 1
-                    think = cl_think[thought - think_base]
-                    thought += 1
+                    think = cl_think[u, u_sent[u] - 1]
                     if keepalive and i_apache[i]:
                         u_inst[u] = i
                         u_until[u] = t + i_kat[i]
@@ -671,11 +668,12 @@ def run_segment(
                         # the users have sent workload.max_requests: this one stops
                         _user_next(users, u, USER_DONE, np.inf)
                         continue
-                    if issued == n_drawn:
+                    if u_sent[u] == drawn:
                         status = NEED_DRAWS
+                        cursor[5] = u
                         break
-                    z = cl_size[issued - req_base]
-                    pg = cl_page[issued - req_base]
+                    z = cl_size[u, u_sent[u]]
+                    pg = cl_page[u, u_sent[u]]
                     pinned = u_inst[u] >= 0 and t <= u_until[u]
                 else:
                     t = ta
@@ -685,9 +683,9 @@ def run_segment(
                 if not pinned and (i < 0 or sk1[i] == np.inf):
                     if u >= 0:
                         issued += 1
+                        u_sent[u] += 1
                         u_inst[u] = -1
-                        _user_next(users, u, USER_ISSUE, t + cl_think[thought - think_base])
-                        thought += 1
+                        _user_next(users, u, USER_ISSUE, t + cl_think[u, u_sent[u] - 1])
                     else:
                         ia += 1
                     out_inst[nout] = -1
@@ -734,6 +732,7 @@ def run_segment(
                 ip += 1
             elif u >= 0:
                 issued += 1
+                u_sent[u] += 1
                 _user_next(users, u, USER_BUSY, np.inf)
             else:
                 ia += 1
@@ -787,8 +786,7 @@ def run_segment(
                     nout += 1
                     if u >= 0:
                         u_inst[u] = -1
-                        _user_next(users, u, USER_ISSUE, t + cl_think[thought - think_base])
-                        thought += 1
+                        _user_next(users, u, USER_ISSUE, t + cl_think[u, u_sent[u] - 1])
             elif to_php:
                 # it holds a worker and waits for a php-fpm child
                 i_active[i] += 1
@@ -975,7 +973,6 @@ def run_segment(
     cursor[2] = ic
     cursor[3] = nout
     cursor[4] = issued
-    cursor[6] = thought
     if status == OK:
         # bring every clock to the end so that changes made between segments apply from there
         for r in range(n_res):
@@ -1040,9 +1037,8 @@ def admit_waiting(
 
 @compiled
 def drop_instance(
-    i: int, t: float, res: Any, jobs: Any, inst: Any, queues: Any, users: Any, cursor: Any,
-    draws: Any,
-) -> int:  # fmt: skip
+    i: int, t: float, res: Any, jobs: Any, inst: Any, queues: Any, users: Any, draws: Any
+) -> int:
     """Abort every job of instance ``i`` (in service, waiting for a worker or a php-fpm
     child) and close its kept-alive connections; returns how many requests were aborted. A
     closed-loop user whose request is aborted thinks and sends its next one."""
@@ -1051,7 +1047,7 @@ def drop_instance(
     i_res, i_active, i_wait = inst[0], inst[6], inst[7]
     i_pact, i_pwait, i_held = inst[15], inst[16], inst[17]
     q_off, qcode, pq_off, pqhead, qhead = queues[0], queues[5], queues[6], queues[8], queues[2]
-    u_state, u_inst, u_next = users[4], users[5], users[7]
+    u_state, u_inst, u_next, u_sent = users[4], users[5], users[7], users[8]
     cl_think = draws[2]
     r = i_res[i]
     o = r_off[r]
@@ -1072,8 +1068,7 @@ def drop_instance(
             if code >= USER_ONE:
                 u = (code >> USER_SHIFT) - 1
                 u_inst[u] = -1
-                _user_next(users, u, USER_ISSUE, t + cl_think[cursor[6] - cursor[7]])
-                cursor[6] += 1
+                _user_next(users, u, USER_ISSUE, t + cl_think[u, u_sent[u] - 1])
     for which in range(2):
         start = q_off[i] + qhead[i] if which == 0 else pq_off[i] + pqhead[i]
         count = i_wait[i] if which == 0 else i_pwait[i]
@@ -1083,8 +1078,7 @@ def drop_instance(
             if code >= USER_ONE:
                 u = (code >> USER_SHIFT) - 1
                 u_inst[u] = -1
-                _user_next(users, u, USER_ISSUE, t + cl_think[cursor[6] - cursor[7]])
-                cursor[6] += 1
+                _user_next(users, u, USER_ISSUE, t + cl_think[u, u_sent[u] - 1])
     for u in range(u_inst.size):
         if u_inst[u] == i:  # a kept-alive connection, closed
             u_inst[u] = -1

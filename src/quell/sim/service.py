@@ -220,36 +220,55 @@ def page_index(scenario: Scenario, paths: Sequence[str]) -> NDArray[np.int64]:
     return np.asarray([pages.get(p, 0) for p in paths], dtype=np.int64)
 
 
+USER_STREAM = "workload/users/{}"
+"""User k's random stream: the lab's load generator draws from the same one
+(``quell.workload.population``), so a user asks for the same paths and thinks the same times
+in the lab and in the simulator."""
+DRAW_BLOCK = 64
+"""Requests drawn at once per user; the sequence does not depend on it."""
+
+
 class ClosedLoopDraws:
-    """The requests closed-loop users send and the times they think, drawn in blocks as the
-    event core asks (``EventCore.add_users``): each request's path from the mix (stream
-    ``workload/paths``) and size (``sim/sizes``, as open-loop requests), each think time
-    exponential of mean ``think_time_s`` (``workload/think``)."""
+    """What each closed-loop user asks for and how long it thinks, drawn as the event core asks
+    (``EventCore.add_users``) from the user's own stream ``workload/users/<k>``, as the lab
+    draws them: request j takes uniforms 2j (its path, by inverse CDF over the mix's weights)
+    and 2j + 1 (the think after its answer, -Z·ln(1 - u): exponential of mean
+    ``think_time_s``). With ``service.size`` each request's size is drawn from the user's stream
+    ``sim/sizes/users/<k>``."""
 
     def __init__(
         self, scenario: Scenario, paths: RequestSchedule, pages: NDArray[np.int64]
     ) -> None:
         arrival = scenario.workload.arrival
         assert isinstance(arrival, ClosedLoopSpec) and scenario.workload.requests is not None
+        self.seed = scenario.seed
         self.think_s = arrival.think_time_s
         self.size_model = scenario.service.size if scenario.service else None
-        weights = np.array([r.weight for r in scenario.workload.requests], dtype=np.float64)
-        self.p = weights / weights.sum()
+        self.cum = np.cumsum([r.weight for r in scenario.workload.requests], dtype=np.float64)
         self.nominal = np.asarray(paths.sizes_bytes, dtype=np.int64)
         self.pages = pages
-        self.paths_rng = component_rng(scenario.seed, "workload/paths")
-        self.sizes_rng = component_rng(scenario.seed, "sim/sizes")
-        self.think_rng = component_rng(scenario.seed, "workload/think")
+        self._rngs: dict[int, tuple[np.random.Generator, np.random.Generator | None]] = {}
 
     def __call__(
-        self, n: int
+        self, user: int
     ) -> tuple[NDArray[np.float64], NDArray[np.int64], NDArray[np.float64]]:
-        if self.p.size == 1:
-            pick = np.zeros(n, dtype=np.int64)
-        else:
-            pick = self.paths_rng.choice(self.p.size, size=n, p=self.p)
-        size = draw_sizes_from(self.size_model, self.nominal[pick], self.sizes_rng)
-        think = self.think_s * self.think_rng.standard_exponential(n)
+        if user not in self._rngs:
+            sizes = None
+            if self.size_model is not None:
+                sizes = component_rng(self.seed, f"sim/sizes/users/{user}")
+            self._rngs[user] = (component_rng(self.seed, USER_STREAM.format(user)), sizes)
+        rng, sizes_rng = self._rngs[user]
+        u = rng.random((DRAW_BLOCK, 2))
+        pick = np.minimum(
+            np.searchsorted(self.cum, u[:, 0] * self.cum[-1], side="right"), self.cum.size - 1
+        )
+        think = -self.think_s * np.log1p(-u[:, 1])
+        nominal = self.nominal[pick]
+        size = (
+            nominal.astype(np.float64)
+            if sizes_rng is None
+            else draw_sizes_from(self.size_model, nominal, sizes_rng)
+        )
         return size, self.pages[pick], think
 
 
