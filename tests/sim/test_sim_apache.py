@@ -16,7 +16,7 @@ import pytest
 
 from quell.core.action import ReconfigureServer, SetWeight
 from quell.core.observation import SERVER_SETTING_KEYS, Snapshot
-from quell.errors import ActionError
+from quell.errors import ActionError, InputError
 from quell.models.queueing import erlang_b, mmc_mean_response_s, mmc_mean_wait_s
 from quell.scenario import load_scenario
 from quell.scenario.model import Scenario
@@ -249,3 +249,10 @@ def test_the_best_max_request_workers_falls_and_the_best_keepalive_rises_under_i
     assert best(kat, interference=True) > best(kat, interference=False)
     # each clean optimum is interior: both neighbours are worse (the curves are concave)
     assert best(mrw, interference=False) == 375 and best(kat, interference=False) == 5
+
+
+def test_more_php_pages_than_the_event_core_tells_apart_are_refused_up_front() -> None:
+    pages = [{"path": f"/p{k}.php", "working_set_bytes": 4096, "touches": 1} for k in range(128)]
+    s = build_scenario(instances=[{"id": "i0", "host": "h0", "server": "apache"}], pages=pages)
+    with pytest.raises(InputError, match="at most 127 PHP pages"):
+        SimEnvironment(s)

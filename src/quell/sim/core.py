@@ -19,6 +19,8 @@ _ALGO = {
     "leastconn": kernel.ALGO_LEASTCONN,
 }
 NO_LIMIT = 2**62
+MAX_PAGES = kernel.MAX_PAGES
+"""PHP pages the event core tells apart."""
 _EMPTY_F = np.empty(0, dtype=np.float64)
 _EMPTY_I = np.empty(0, dtype=np.int64)
 _POOL0 = 1024

@@ -47,7 +47,7 @@ from quell.probe.severity import PROBE_COUNT_KEY, PROBE_KEY
 from quell.scenario.model import ApacheSettings, Event, Fio, Iperf3, Scenario, StressNg
 from quell.scenario.schedule import build_schedule
 from quell.scenario.service import ServiceModel
-from quell.sim.core import Algorithm, EventCore, Records, interval_stats
+from quell.sim.core import MAX_PAGES, Algorithm, EventCore, Records, interval_stats
 from quell.sim.service import (
     MAX_TAKEN_SHARE,
     ClosedLoopDraws,
@@ -123,7 +123,9 @@ class SimEnvironment:
             "leastconn" if scenario.load_balancer.algorithm == "leastconn" else "weighted_rr"
         )
         self.core_ = EventCore(algorithm)
-        self.core_.set_pages([p.touches * svc.apache.touch_cpu_s for p in scenario.pages])
+        self.core_.set_pages(
+            [p.touches * svc.apache.touch_cpu_s for p in scenario.pages[:MAX_PAGES]]
+        )
         # resources: nominal capacity, and what neighbours with a bitrate take of it
         self._nominal = np.empty(0)
         self._ip_taken = np.empty(0)
@@ -169,6 +171,8 @@ class SimEnvironment:
         self._running: set[str] = set()
         self._booting: dict[int, float] = {}
         problems: list[Problem] = []
+        if len(scenario.pages) > MAX_PAGES:
+            problems.append(Problem("pages", f"the simulator models at most {MAX_PAGES} PHP pages"))
         for k, inst in enumerate(scenario.instances):
             apache = (inst.apache or ApacheSettings()) if inst.server == "apache" else None
             if (
