@@ -17,6 +17,7 @@ from numpy.typing import NDArray
 from quell.core.rng import component_rng
 from quell.models.queueing import mva_closed
 from quell.scenario import load_scenario
+from quell.scenario.schedule import build_population
 from quell.sim import SimEnvironment
 from quell.sim.core import EventCore, Records
 from quell.sim.service import ClosedLoopDraws, page_index
@@ -131,6 +132,24 @@ def test_users_draw_from_their_own_streams_as_the_lab_does() -> None:
     assert np.array_equal(page, np.where(u[:, 0] < 0.5, 1, 0))  # /work.php first in the mix
     assert np.allclose(think, -2.0 * np.log1p(-u[:, 1]), rtol=1e-15)
     assert np.array_equal(size, np.where(page == 1, 1000.0, 10_000.0))
+
+
+def test_a_user_asks_and_thinks_in_the_simulator_as_in_the_lab() -> None:
+    # the lab's load generator takes its users from build_population (UserDraws, one request
+    # at a time); the simulator draws blocks for the event core: the same sequence
+    scenario = load_scenario(IC2_SWEEP)
+    env = SimEnvironment(scenario)
+    draws = ClosedLoopDraws(scenario, env.schedule_, page_index(scenario, env.schedule_.paths))
+    population = build_population(scenario)
+    assert population is not None
+    for user in (0, 399):
+        lab = population.draws(user)
+        asked = [lab.next() for _ in range(150)]
+        _, page, think = (
+            np.concatenate(x) for x in zip(*(draws(user) for _ in range(3)), strict=True)
+        )
+        assert [p for p, _ in asked] == [1 - int(k) for k in page[:150]]  # /work.php is page 1
+        assert [t for _, t in asked] == think[:150].tolist()
 
 
 def test_same_seed_same_closed_loop_run(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from quell.scenario.service import (
     ScheduledSlowdown,
     SizeModel,
 )
+from quell.workload.population import USER_STREAM, draw_block
 from quell.workload.schedule import RequestSchedule, mix_schedule
 from quell.workload.spec import ClosedLoopSpec
 
@@ -220,21 +221,13 @@ def page_index(scenario: Scenario, paths: Sequence[str]) -> NDArray[np.int64]:
     return np.asarray([pages.get(p, 0) for p in paths], dtype=np.int64)
 
 
-USER_STREAM = "workload/users/{}"
-"""User k's random stream: the lab's load generator draws from the same one
-(``quell.workload.population``), so a user asks for the same paths and thinks the same times
-in the lab and in the simulator."""
-DRAW_BLOCK = 64
-"""Requests drawn at once per user; the sequence does not depend on it."""
-
-
 class ClosedLoopDraws:
     """What each closed-loop user asks for and how long it thinks, drawn as the event core asks
-    (``EventCore.add_users``) from the user's own stream ``workload/users/<k>``, as the lab
-    draws them: request j takes uniforms 2j (its path, by inverse CDF over the mix's weights)
-    and 2j + 1 (the think after its answer, -Z·ln(1 - u): exponential of mean
-    ``think_time_s``). With ``service.size`` each request's size is drawn from the user's stream
-    ``sim/sizes/users/<k>``."""
+    (``EventCore.add_users``) from the user's own stream ``workload/users/<k>`` by the lab's
+    own function (``quell.workload.population.draw_block``): request j takes uniforms 2j (its
+    path, by inverse CDF over the mix's weights) and 2j + 1 (the think after its answer,
+    -Z·ln(1 - u): exponential of mean ``think_time_s``). With ``service.size`` each request's
+    size is drawn from the user's stream ``sim/sizes/users/<k>``."""
 
     def __init__(
         self, scenario: Scenario, paths: RequestSchedule, pages: NDArray[np.int64]
@@ -258,11 +251,7 @@ class ClosedLoopDraws:
                 sizes = component_rng(self.seed, f"sim/sizes/users/{user}")
             self._rngs[user] = (component_rng(self.seed, USER_STREAM.format(user)), sizes)
         rng, sizes_rng = self._rngs[user]
-        u = rng.random((DRAW_BLOCK, 2))
-        pick = np.minimum(
-            np.searchsorted(self.cum, u[:, 0] * self.cum[-1], side="right"), self.cum.size - 1
-        )
-        think = -self.think_s * np.log1p(-u[:, 1])
+        pick, think = draw_block(rng, self.cum, self.think_s)
         nominal = self.nominal[pick]
         size = (
             nominal.astype(np.float64)

@@ -79,6 +79,18 @@ class Population:
         )
 
 
+def draw_block(
+    rng: np.random.Generator, cum_weights: NDArray[np.float64], think_time_s: float
+) -> tuple[NDArray[np.intp], NDArray[np.float64]]:
+    """A user's next ``DRAW_BLOCK`` requests from its stream ``rng``: each one's path (an index
+    into the mix, by inverse CDF over ``cum_weights``, the weights' running sums) from one
+    uniform and the think time after its answer, -Z·ln(1 - u), from the next. The lab's users
+    (``UserDraws``) and the simulator's draw through this one function."""
+    u = rng.random((DRAW_BLOCK, 2))
+    picks = np.searchsorted(cum_weights, u[:, 0] * cum_weights[-1], side="right")
+    return np.minimum(picks, cum_weights.size - 1), -think_time_s * np.log1p(-u[:, 1])
+
+
 class UserDraws:
     """One user's requests in order: for each, the path (an index into the mix) and the time it
     thinks after the answer. Request j uses uniforms 2j and 2j + 1 of the user's stream: the
@@ -96,10 +108,9 @@ class UserDraws:
         self._next = 0
 
     def _refill(self) -> None:
-        u = self._rng.random((DRAW_BLOCK, 2))
-        picks = np.searchsorted(self._cum, u[:, 0] * self._cum[-1], side="right")
-        self._paths = np.minimum(picks, self._cum.size - 1).tolist()
-        self._thinks = (-self._think_time_s * np.log1p(-u[:, 1])).tolist()
+        picks, thinks = draw_block(self._rng, self._cum, self._think_time_s)
+        self._paths = picks.tolist()
+        self._thinks = thinks.tolist()
         self._next = 0
 
     def next(self) -> tuple[int, float]:
