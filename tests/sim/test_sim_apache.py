@@ -210,6 +210,63 @@ def test_a_graceful_reconfigure_costs_capacity_for_the_reload() -> None:
     assert env.core_.r_cap_[r] == 2.0
 
 
+def test_a_graceful_reconfigure_without_a_measured_reload_cost_is_refused() -> None:
+    env = two_servers()  # service.apache gives no reload_s
+    before = settings_shown(env)
+    graceful = ReconfigureServer("i0", {"max_request_workers": 8}, graceful=True)
+    with pytest.raises(ActionError) as caught:
+        env.apply([graceful])
+    assert "service.apache.reload_s" in caught.value.failed[0][1]
+    assert settings_shown(env) == before and env.core_.i_climit_[0] == 32
+    env.apply([ReconfigureServer("i0", {"max_request_workers": 8}, graceful=False)])
+    assert settings_shown(env)["max_request_workers"] == 8.0
+
+
+def test_reload_s_and_its_capacity_share_come_together() -> None:
+    with pytest.raises(InputError, match="reload_s and reload_capacity_share together"):
+        two_servers(reload_s=1.5)
+
+
+def kept_alive_users(graceful_cost: bool = False) -> SimEnvironment:
+    """40 users thinking Exp(0.5 s) on kept-alive connections to a worker-MPM instance with
+    KeepAliveTimeout 30 s: each holds its worker through nearly every think."""
+    model = {"reload_s": 0.0, "reload_capacity_share": 0.0} if graceful_cost else {}
+    return SimEnvironment(
+        apache_scenario(
+            {"mpm": "worker", "max_request_workers": 64, "keepalive_timeout_s": 30},
+            model=model,
+            arrival={"process": "closed", "users": 40, "think_time_s": 0.5, "keepalive": True},
+            duration_s=200,
+        )
+    )
+
+
+def busy_workers_over(env: SimEnvironment, until_s: float) -> float:
+    env.clock.sleep_until(until_s)
+    return env.observe().instances["i0"].extra[BUSY_WORKERS_KEY]
+
+
+def test_workers_above_a_lowered_max_request_workers_close_their_connections() -> None:
+    # Online, W 64 -> 16: a kept-alive connection on a worker above the new limit closes after
+    # its answer (the worker exits) instead of holding it, so the busy workers fall to 16
+    env = kept_alive_users()
+    assert busy_workers_over(env, 20.0) > 39.0  # all 40 users hold a worker
+    env.apply([ReconfigureServer("i0", {"max_request_workers": 16}, graceful=False)])
+    assert env.core_.i_held_[0] > 16  # nothing closes at once
+    busy_workers_over(env, 25.0)
+    assert busy_workers_over(env, 30.0) == pytest.approx(16.0)
+
+
+def test_a_graceful_reconfigure_closes_the_idle_kept_alive_connections() -> None:
+    env = kept_alive_users(graceful_cost=True)
+    busy_workers_over(env, 20.0)
+    assert env.core_.i_held_[0] > 0
+    env.apply([ReconfigureServer("i0", {"keepalive_timeout_s": 31}, graceful=True)])
+    assert env.core_.i_held_[0] == 0  # the old children exit, ending them
+    busy_workers_over(env, 25.0)
+    assert busy_workers_over(env, 30.0) > 39.0  # W unchanged: the users hold workers again
+
+
 @pytest.mark.parametrize(
     ("action", "why"),
     [

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from quell.core.schema import StrictModel
 
@@ -111,10 +111,18 @@ class ApacheModel(StrictModel):
     listen_backlog: Annotated[int, Field(ge=0)] | None = None
     """Requests that may wait for a worker (ListenBacklog); beyond, refused. ``None``: no
     limit (``service.queue_limit`` does not apply to apache instances)."""
-    reload_s: Annotated[float, Field(ge=0, le=600)] = 2.0
+    reload_s: Annotated[float, Field(ge=0, le=600)] | None = None
     """A graceful ``ReconfigureServer`` (a restart of the children) costs the instance
-    ``reload_capacity_share`` of its CPU for this long."""
-    reload_capacity_share: Annotated[float, Field(ge=0, lt=1)] = 0.5
+    ``reload_capacity_share`` of its CPU for this long. No default: it is a measured figure
+    (docs/simulator.md); without it a graceful reconfiguration is refused, naming these keys
+    (an online one, ``graceful=False``, costs nothing)."""
+    reload_capacity_share: Annotated[float, Field(ge=0, lt=1)] | None = None
+
+    @model_validator(mode="after")
+    def _reload_given_whole(self) -> ApacheModel:
+        if (self.reload_s is None) != (self.reload_capacity_share is None):
+            raise ValueError("give reload_s and reload_capacity_share together, or neither")
+        return self
 
 
 class ServiceModel(StrictModel):

@@ -413,6 +413,12 @@ class EventCore:
         ):
             self._make_space()
 
+    def close_kept_alive(self, instance: int) -> int:
+        """Close ``instance``'s idle kept-alive connections and free the workers they held
+        (waiting requests take them at the next limit change or departure); returns how many
+        were closed."""
+        return int(kernel.close_kept_alive(instance, self._inst(), self._users))
+
     def drop_jobs(self, instance: int) -> int:
         """Abort every request ``instance`` has (in service or waiting) and close its kept-alive
         connections; returns how many requests were aborted."""

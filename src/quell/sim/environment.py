@@ -671,8 +671,9 @@ class SimEnvironment:
 
     def _reconfigure(self, i: int, a: ReconfigureServer) -> str | None:
         """Apply apache settings to instance i: at once with ``graceful=False``; with
-        ``graceful=True`` a restart of its children costs ``service.apache.reload_capacity_share``
-        of its CPU for ``reload_s``. Why not, when it cannot (nothing changed then)."""
+        ``graceful=True`` a restart of its children closes its idle kept-alive connections and
+        costs ``service.apache.reload_capacity_share`` of its CPU for ``reload_s``. Why not, when
+        it cannot (nothing changed then)."""
         old = self._apache[i]
         if old is None:
             return f"{a.instance_id!r} is not an apache instance: it has no settings to change"
@@ -693,15 +694,23 @@ class SimEnvironment:
                 f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()
             )
             return f"settings refused: {problems}"
+        model = self.service_.apache
+        if a.graceful and (model.reload_s is None or model.reload_capacity_share is None):
+            return (
+                "the cost of a graceful reload is not known: set service.apache.reload_s and"
+                " reload_capacity_share (docs/simulator.md), or reconfigure online"
+                " (graceful=False)"
+            )
         core = self.core_
         self._apache[i] = new
+        if a.graceful:  # the old children exit, ending their idle kept-alive connections
+            core.close_kept_alive(i)
         core.set_concurrency_limit(i, self._concurrency_limit(self._maxconn[i], new))
         core.set_queue_limit(i, self._queue_limit(new))
         core.set_php_children(i, new.php_max_children)
         core.set_keepalive_timeout(i, new.keepalive_timeout_s)
         self._set_cpu_factor(i)  # memory pressure follows the pools' sizes
-        model = self.service_.apache
-        if a.graceful and model.reload_s > 0:
+        if a.graceful and model.reload_s and model.reload_capacity_share is not None:
             r = int(core.i_res_[i])
             core.set_capacity(r, float(self._nominal[r]) * (1.0 - model.reload_capacity_share))
             self._reload_end[i] = core.now_s_ + model.reload_s

@@ -571,10 +571,15 @@ def run_segment(
                     free_child = True
                 if code >= USER_ONE:
                     # a closed-loop user has its answer: it thinks, keeping its connection
-                    # (and, with the worker MPM, its worker) for at most KeepAliveTimeout
+                    # (and, with the worker MPM, its worker) for at most KeepAliveTimeout;
+                    # a worker above a lowered MaxRequestWorkers closes it and exits instead
                     u = (code >> USER_SHIFT) - 1
                     think = cl_think[u, u_sent[u] - 1]
-                    if keepalive and i_apache[i]:
+                    if (
+                        keepalive
+                        and i_apache[i]
+                        and not (i_hold[i] and i_active[i] + i_held[i] >= i_climit[i])
+                    ):
                         u_inst[u] = i
                         u_until[u] = t + i_kat[i]
                         if i_hold[i]:
@@ -1097,6 +1102,24 @@ def drop_instance(
     qhead[i] = 0
     pqhead[i] = 0
     return aborted
+
+
+@compiled
+def close_kept_alive(i: int, inst: Any, users: Any) -> int:
+    """Close instance ``i``'s idle kept-alive connections (a graceful restart: the old children
+    exit, ending them), freeing the workers they held; returns how many were closed. Each of
+    those users sends its next request on a new connection, when its think ends."""
+    u_state, u_inst, u_next = users[4], users[5], users[7]
+    i_held = inst[17]
+    closed = 0
+    for u in range(u_inst.size):
+        if u_inst[u] == i and u_state[u] != USER_DONE:
+            u_inst[u] = -1
+            closed += 1
+            if u_state[u] == USER_EXPIRY:
+                _user_next(users, u, USER_ISSUE, u_next[u])
+    i_held[i] = 0
+    return closed
 
 
 # -- what an interval's records add up to -------------------------------------------------------
