@@ -11,7 +11,7 @@ import yaml
 from quell.core.action import Decision, ReconfigureServer
 from quell.core.observation import Observation, Snapshot
 from quell.scenario import load_scenario
-from quell.store.run import RunStore
+from quell.store.run import RequestRecord, RunStore
 from quell.studies.ic2.table4 import period_rt, table4
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -82,3 +82,33 @@ def test_reductions_against_the_first_run(tmp_path: Path) -> None:
     assert doc["rows"]["ic2"]["after_reduction_pct"] == 25.0
     assert doc["rows"]["static"]["detect_latency_s"] is None
     assert doc["rows"]["ic2"]["detect_latency_s"] == 2.0
+
+
+def test_by_send_time_each_request_counts_whole_where_it_was_sent(tmp_path: Path) -> None:
+    # i2's antagonist runs [10, 20); first_s 4. A request sent at 12 s that waits 90 s ends in
+    # a clean interval: the interval figures book it there, the send-time ones in the period.
+    sc = scenario(tmp_path)
+    run = write_run(tmp_path / "a", 0.2, [])
+    with RunStore.create(run) as store:
+        store.add_requests(
+            [
+                RequestRecord(5.0, 0.01, 200, 100, "i2"),
+                RequestRecord(11.0, 0.3, 200, 100, "i2"),
+                RequestRecord(12.0, 90.0, 200, 100, "i2"),
+                RequestRecord(16.0, 0.2, 200, 100, "i2"),
+                RequestRecord(18.0, None, 0, 0, "i2", "timeout"),
+                RequestRecord(21.0, 0.5, 200, 100, "i2"),  # within first_s of the stop
+                RequestRecord(25.0, 0.02, 200, 100, "i2"),
+                RequestRecord(35.0, 0.01, 200, 100, "i2"),
+                RequestRecord(12.0, 7.0, 200, 100, "i1"),  # i1's host runs no antagonist
+            ]
+        )
+        store.commit()
+    with RunStore.open(run) as store:
+        r = period_rt(store, sc, first_s=4)
+    assert r["sent_first_rt_s"] == pytest.approx((0.3 + 90.0) / 2)
+    assert r["sent_after_rt_s"] == pytest.approx(0.2)  # the failure has no response time
+    assert r["sent_rt_s"] == pytest.approx((0.3 + 90.0 + 0.2) / 3)
+    assert r["sent_clean_rt_s"] == pytest.approx((0.01 + 0.02 + 0.01) / 3)
+    assert r["sent_requests"] == 4 and r["sent_over_first_s"] == 2  # 90 s, and the failure
+    assert r["first_rt_s"] == pytest.approx(0.2)  # the intervals' figures as before
