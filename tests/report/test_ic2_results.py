@@ -1,0 +1,45 @@
+"""IC2's results page: Table 4's rows, with the send-time columns when the runs had request
+logs (quell.studies.ic2.table4)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from quell.report.ic2_results import render
+
+
+def row(first: float, sent: dict[str, Any] | None) -> dict[str, Any]:
+    base = {
+        "first_rt_s": first,
+        "first_reduction_pct": 0.0,
+        "after_rt_s": 0.2,
+        "after_reduction_pct": 0.0,
+        "clean_rt_s": 0.01,
+        "detect_latency_s": None,
+        "clear_latency_s": None,
+        "reconfigurations": 0,
+    }
+    return base | (sent or {})
+
+
+def page(tmp_path: Path, rows: dict[str, dict[str, Any]]) -> str:
+    doc = {"scenario": "s", "baseline": "static", "first_s": 60.0, "rows": rows}
+    (tmp_path / "table4-s.json").write_text(json.dumps(doc))
+    return render(tmp_path)
+
+
+def test_table4_rows_carry_the_send_time_columns_when_every_run_has_them(tmp_path: Path) -> None:
+    sent = {"sent_rt_s": 2.25, "sent_reduction_pct": 47.3, "sent_over_first_s": 877}
+    text = page(
+        tmp_path, {"static": row(3.9, sent | {"sent_reduction_pct": 0.0}), "ic2": row(1.0, sent)}
+    )
+    assert "| by send: all ms | cut % | > 60 s |" in text
+    assert "| ic2 | 1000.0 | 0.0 | 200.0 | 0.0 | 10.0 | — | — | 0 | 2250.0 | 47.3 | 877 |" in text
+
+
+def test_table4_rows_without_request_logs_keep_the_interval_columns(tmp_path: Path) -> None:
+    text = page(tmp_path, {"static": row(3.9, None), "ic2": row(1.0, None)})
+    assert "by send" not in text
+    assert "| ic2 | 1000.0 | 0.0 | 200.0 | 0.0 | 10.0 | — | — | 0 |" in text
