@@ -112,3 +112,12 @@ def test_by_send_time_each_request_counts_whole_where_it_was_sent(tmp_path: Path
     assert r["sent_clean_rt_s"] == pytest.approx((0.01 + 0.02 + 0.01) / 3)
     assert r["sent_requests"] == 4 and r["sent_over_first_s"] == 2  # 90 s, and the failure
     assert r["first_rt_s"] == pytest.approx(0.2)  # the intervals' figures as before
+
+
+def test_the_results_page_is_generated_from_its_data(monkeypatch: pytest.MonkeyPatch) -> None:
+    from quell.report.ic2_results import render
+
+    monkeypatch.chdir(ROOT)
+    page = render(Path("docs/results/data/ic2"))
+    assert "## Table 4" in page and "## Detection" in page
+    assert page == Path("docs/results/ic2.md").read_text()

@@ -115,6 +115,10 @@ def ic2_evaluate(
     states: Annotated[
         int, typer.Option("--states", help="The state machine the latencies are read from.")
     ] = 5,
+    policy: Annotated[
+        str | None,
+        typer.Option("--policy", help="Run with this policy instead of the scenario's (static)."),
+    ] = None,
     as_json: JsonOpt = False,
     runs_dir: RunsDirOpt = Path("runs"),
 ) -> None:
@@ -138,6 +142,17 @@ def ic2_evaluate(
         raise InputError("quell ic2 evaluate", problems)
     n_states: Literal[2, 5] = 5 if states == 5 else 2
     scenario = load_scenario(path)
+    if policy is not None:
+        from pydantic import ValidationError
+
+        from quell.core.schema import validation_problems
+        from quell.scenario.model import PolicySpec
+
+        try:
+            spec = PolicySpec(name=policy)
+        except ValidationError as err:
+            raise InputError("--policy", validation_problems(err)) from None
+        scenario = scenario.model_copy(update={"policy": spec, "compare": []})
     bundle = load_detector(_model_path(model))
     if not interfered_instances(scenario):
         raise InputError(

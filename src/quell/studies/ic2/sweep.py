@@ -7,8 +7,8 @@ and its values, and the conditions: each a name and the antagonists it starts at
 (none: clean). Every (condition, value, repeat) is one run of the scenario with the setting at
 that value on every apache instance, the condition's antagonists started at ``start_s`` and
 running to the end, for ``duration_s``, with no policy acting. What counts is measured after
-``warmup_s`` (past the start of the antagonists): the response time of the requests completed,
-request-weighted over the intervals, and their throughput.
+``warmup_s`` (past the start of the antagonists): the throughput and the response time (with
+closed-loop users by the response-time law, which counts users left waiting; ``measure``).
 
 Points are written to ``sweep.json`` in the output directory as they finish; a sweep stopped
 part-way resumes after the last point written (a directory of another spec is refused).
@@ -32,6 +32,7 @@ from quell.scenario import load_scenario
 from quell.scenario.model import ApacheSettings, Event, PolicySpec, Scenario
 from quell.store.run import RunStore
 from quell.studies.ic2.campaign import RunFn
+from quell.workload.spec import ClosedLoopSpec
 
 FORMAT = "quell.ic2.sweep"
 Setting = Literal["max_request_workers", "keepalive_timeout_s", "php_max_children"]
@@ -178,8 +179,11 @@ def load_sweep(path: Path) -> Sweep:
 
 
 def measure(store: RunStore, scenario: Scenario, after_s: float) -> dict[str, Any]:
-    """Requests completed by the apache instances after ``after_s``, their throughput and
-    their response time, request-weighted over the intervals; and errors."""
+    """Requests completed by the apache instances after ``after_s``, their throughput, their
+    response time request-weighted over the intervals, and errors. With closed-loop users the
+    response time that counts (``mean_rt_s``) is the interactive response-time law's,
+    R = N / X - Z: a user left without a worker for the whole window completes nothing and
+    would not weigh in a mean over completed requests, but lowers X."""
     ids = [i.id for i in scenario.instances if i.server == "apache"]
     n, rt_sum, errors, span = 0, 0.0, 0, 0.0
     ends: list[float] = []
@@ -194,11 +198,18 @@ def measure(store: RunStore, scenario: Scenario, after_s: float) -> dict[str, An
                 rt_sum += o.requests * o.mean_rt_seconds
     if ends:
         span = max(ends) - after_s
+    x = n / span if span > 0 else None
+    arrival = scenario.workload.arrival
+    law = None
+    if isinstance(arrival, ClosedLoopSpec) and x:
+        law = max(0.0, arrival.users / x - arrival.think_time_s)
     return {
         "requests": n,
         "errors": errors,
-        "throughput_rps": n / span if span > 0 else None,
-        "mean_rt_s": rt_sum / n if n else None,
+        "throughput_rps": x,
+        "completed_mean_rt_s": rt_sum / n if n else None,
+        "law_rt_s": law,
+        "mean_rt_s": law if law is not None else (rt_sum / n if n else None),
     }
 
 
