@@ -5,6 +5,7 @@ instance at 10.77.1.1; lighttpd on port 80 and its probe server on 8081)."""
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from quell.signals.netns import (
     NetDevReader,
     open_in_netns,
     parse_tcp_listeners,
+    socket_in_netns,
     tcp_listeners,
 )
 from quell.signals.procfs import NetDevCounters, parse_net_dev
@@ -67,3 +69,20 @@ def test_opening_in_our_own_namespace_reads_what_proc_self_reads() -> None:
         assert set(reader.read()) == set(ours) and "lo" in ours
     finally:
         reader.close()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="setns needs CAP_SYS_ADMIN")
+def test_a_socket_made_in_a_namespace_connects_to_what_that_namespace_reaches() -> None:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        sock = socket_in_netns(Path(f"/proc/{os.getpid()}/ns/net"))
+        with sock:
+            sock.connect(listener.getsockname())
+            accepted, _ = listener.accept()
+            accepted.close()
+
+
+def test_a_socket_in_a_missing_namespace_is_a_component_error(tmp_path: Path) -> None:
+    with pytest.raises(ComponentError, match="cannot open"):
+        socket_in_netns(tmp_path / "no-such-netns")

@@ -17,8 +17,11 @@ from __future__ import annotations
 import ctypes
 import ipaddress
 import os
+import socket
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from quell.errors import ComponentError
 from quell.signals.procfs import NetDevCounters, parse_net_dev
@@ -26,15 +29,16 @@ from quell.signals.procfs import NetDevCounters, parse_net_dev
 NETNS_DIR = Path("/run/netns")
 CLONE_NEWNET = 0x40000000
 _TCP_LISTEN = "0A"
+T = TypeVar("T")
 
 
-def open_in_netns(netns_file: Path, path: str = "/proc/thread-self/net/dev") -> int:
-    """Open ``path`` from inside the network namespace ``netns_file`` (e.g. /run/netns/NAME);
-    returns a read-only descriptor the caller closes. The caller's own threads never change
-    namespace: a short-lived thread does the ``setns``."""
-    result: dict[str, int | str] = {}
+def _in_netns(netns_file: Path, make: Callable[[], T], what: str) -> T:
+    """``make()`` run by a short-lived thread that has entered the network namespace
+    ``netns_file`` (e.g. /run/netns/NAME or /proc/PID/ns/net); the caller's own threads never
+    change namespace. What ``make`` returns (a descriptor, a socket) stays bound to it."""
+    result: dict[str, T | str] = {}
 
-    def enter_and_open() -> None:
+    def enter_and_make() -> None:
         try:
             ns_fd = os.open(netns_file, os.O_RDONLY)
         except OSError as exc:
@@ -45,19 +49,32 @@ def open_in_netns(netns_file: Path, path: str = "/proc/thread-self/net/dev") -> 
             if libc.setns(ns_fd, CLONE_NEWNET) != 0:
                 result["error"] = f"setns {netns_file}: {os.strerror(ctypes.get_errno())}"
                 return
-            result["fd"] = os.open(path, os.O_RDONLY)
+            result["made"] = make()
         except OSError as exc:
-            result["error"] = f"cannot open {path} in {netns_file}: {exc.strerror}"
+            result["error"] = f"{what} in {netns_file}: {exc.strerror}"
         finally:
             os.close(ns_fd)
 
-    thread = threading.Thread(target=enter_and_open, name="quell-netns-open")
+    thread = threading.Thread(target=enter_and_make, name="quell-netns")
     thread.start()
     thread.join()
-    fd = result.get("fd")
-    if not isinstance(fd, int):
-        raise ComponentError("netns", str(result.get("error", "no descriptor")))
-    return fd
+    if "made" not in result:
+        raise ComponentError("netns", str(result.get("error", f"{what}: nothing made")))
+    return result["made"]  # type: ignore[return-value]
+
+
+def open_in_netns(netns_file: Path, path: str = "/proc/thread-self/net/dev") -> int:
+    """Open ``path`` from inside the network namespace ``netns_file``; returns a read-only
+    descriptor the caller closes."""
+    return _in_netns(netns_file, lambda: os.open(path, os.O_RDONLY), f"cannot open {path}")
+
+
+def socket_in_netns(netns_file: Path) -> socket.socket:
+    """A TCP/IPv4 socket of the network namespace ``netns_file``: it connects to the addresses
+    that namespace reaches, wherever the caller runs. The caller closes it."""
+    return _in_netns(
+        netns_file, lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM), "socket"
+    )
 
 
 class NetDevReader:
