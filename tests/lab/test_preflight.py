@@ -121,3 +121,26 @@ def test_closed_loop_users_pass_and_too_many_kept_alive_ones_are_refused(tmp_pat
     ]
     s["workload"]["arrival"]["keepalive"] = False  # one connection at a time, none kept
     assert scenario_problems(parse_scenario(s), {0, 1}, everything) == []
+
+
+def test_apache_needs_apache2_and_php_fpm_and_fits_the_lab_s_bounds() -> None:
+    s = scenario(
+        instances=[
+            {"id": "a", "host": "h1", "server": "apache", "apache": {"php_max_children": 600}}
+        ],
+        pages=[{"path": "/p.php", "working_set_bytes": 1_500_000_000, "touches": 10}],
+        antagonists=[],
+    )
+
+    def which(name: str) -> str | None:
+        return None if name == "php-fpm8.2" else f"/usr/bin/{name}"
+
+    problems = [str(p) for p in scenario_problems(parse_scenario(s), {0, 1}, which)]
+    assert problems == [
+        "instances[0].server: php-fpm8.2 is not installed",
+        "instances[0].apache.php_max_children: 600 is over the lab's 512",
+        "pages[0].working_set_bytes: 1500000000 is over the lab's 1073741824",
+    ]
+    s["instances"][0]["apache"] = {}
+    s["pages"][0]["working_set_bytes"] = 1 << 20
+    assert scenario_problems(parse_scenario(s), {0, 1}, everything) == []

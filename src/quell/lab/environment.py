@@ -7,7 +7,7 @@ actions through HAProxy's runtime API and the cgroups, moves instances through t
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -131,12 +131,15 @@ class LabEnvironment:
         interval = now - self._last_obs
         self._last_obs = now
         done = self.client_log.completed(now)
-        probes = self.client_log.probe_results(now)
+        extra = self.client_log.probe_results(now)
+        for iid, inst in self.instances.items():
+            if inst.apache is not None:
+                extra.setdefault(iid, {}).update(inst.apache.extra())
         lb = {}
         if self.runtime is not None:
             lb = {s.server: s for s in self.runtime.show_stat() if s.backend == BACKEND}
         snap = self.sampler.sample(
-            now, interval, self.lifecycle.probes(), lb, done, self.testbed.link_readings(), probes
+            now, interval, self.lifecycle.probes(), lb, done, self.testbed.link_readings(), extra
         )
         self.lifecycle.settle(now, lb)
         return snap
@@ -166,9 +169,9 @@ class LabEnvironment:
             inst.weight = a.weight
         elif isinstance(a, SetMaxConn):
             inst = self.lifecycle.get(a.instance_id, "SetMaxConn")
-            if inst.state != "booting":
-                rt.set_maxconn(BACKEND, a.instance_id, a.maxconn)
+            before = inst.maxconn
             inst.maxconn = a.maxconn
+            self._set_lb_maxconn(rt, inst, lambda: setattr(inst, "maxconn", before))
         elif isinstance(a, RemoveInstance):
             self.lifecycle.remove(a, self.clock.now())
         elif isinstance(a, AddInstance):
@@ -177,11 +180,30 @@ class LabEnvironment:
             inst = self.lifecycle.get(a.instance_id, "SetCpuCap")
             set_cpu_cap(self.layout, inst.group.name, a.cpus)
         elif isinstance(a, ReconfigureServer):
-            self.lifecycle.get(a.instance_id, "ReconfigureServer")
-            raise action_problem(
-                "ReconfigureServer",
-                "lighttpd and nginx instances have no run-time settings to change",
-            )
+            inst = self.lifecycle.get(a.instance_id, "ReconfigureServer")
+            if inst.apache is None:
+                raise action_problem(
+                    "ReconfigureServer",
+                    f"{inst.spec.server} instances have no run-time settings to change",
+                )
+            before = inst.apache.online_workers
+            inst.apache.reconfigure(a.settings, a.graceful)
+            if inst.apache.online_workers != before:
+                undo = lambda: setattr(inst.apache, "online_workers", before)  # noqa: E731
+                self._set_lb_maxconn(rt, inst, undo)
+
+    def _set_lb_maxconn(
+        self, rt: HAProxyRuntime, inst: LabInstance, undo: Callable[[], None]
+    ) -> None:
+        """HAProxy's maxconn for ``inst`` as it now stands (a booting instance gets it when
+        it joins); if HAProxy refuses, ``undo`` puts the instance's caps back."""
+        if inst.state == "booting":
+            return
+        try:
+            rt.set_maxconn(BACKEND, inst.spec.id, inst.lb_maxconn or 0)
+        except (InputError, ComponentError):
+            undo()
+            raise
 
     def trigger(self, event: Event) -> None:
         self._require_started("trigger")

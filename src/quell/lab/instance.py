@@ -13,6 +13,8 @@ import os
 from dataclasses import dataclass
 from typing import Literal
 
+from quell.actuate.apache import Part
+from quell.lab.apache import ApacheInstance
 from quell.lab.balancer import BackendServer
 from quell.lab.cgroups import Group
 from quell.lab.process import Managed
@@ -39,6 +41,8 @@ class LabInstance:
     maxconn: int | None = None
     ready_at_s: float = 0.0
     drain_until_s: float = math.inf
+    apache: ApacheInstance | None = None
+    """An apache instance's php-fpm, settings and actuator (``server`` is its Apache)."""
 
     @property
     def cpu_count(self) -> int:
@@ -46,7 +50,21 @@ class LabInstance:
 
     @property
     def processes(self) -> list[Managed]:
-        return [self.server] + ([self.probe_server] if self.probe_server is not None else [])
+        helpers = [p for p in self.apache.processes if p is not self.server] if self.apache else []
+        probe = [self.probe_server] if self.probe_server is not None else []
+        return [self.server, *helpers, *probe]
+
+    @property
+    def lb_maxconn(self) -> int | None:
+        """HAProxy's maxconn for the instance: the lower of ``maxconn`` (``SetMaxConn``; 0 or
+        None: none) and an apache instance's MaxRequestWorkers set online."""
+        caps = [c for c in (self.maxconn, self.apache and self.apache.online_workers) if c]
+        return min(caps) if caps else self.maxconn
+
+    def replace(self, part: Part, proc: Managed) -> None:
+        """An apache instance's server started again (``part`` "apache" is ``server``)."""
+        if part == "apache":
+            self.server = proc
 
     @property
     def reported(self) -> bool:
@@ -58,4 +76,4 @@ class LabInstance:
 
     def backend_server(self) -> BackendServer:
         """The instance as a server of HAProxy's backend."""
-        return BackendServer(self.spec.id, self.addr, PORT, self.weight, self.maxconn)
+        return BackendServer(self.spec.id, self.addr, PORT, self.weight, self.lb_maxconn)

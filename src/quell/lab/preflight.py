@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from quell.errors import InputError, PrerequisiteError, Problem
-from quell.lab.servers import SERVERS
+from quell.lab.apache import APACHE_BINARY, MAX_PHP_CHILDREN, MAX_WORKING_SET_BYTES, PHP_FPM_BINARY
 from quell.scenario.model import Scenario
 from quell.scenario.schedule import build_population, build_schedule
 
@@ -21,6 +21,34 @@ ANTAGONIST_BINARY = {"stress-ng": "stress-ng", "iperf3": "iperf3", "fio": "fio"}
 MAX_KEPT_ALIVE_USERS = 20_000
 """Closed-loop users on kept-alive connections the lab takes: each holds a socket in the load
 generator and two in HAProxy, within the run's 65 536 descriptors per process."""
+SERVER_BINARIES = {
+    "lighttpd": ("lighttpd",),
+    "nginx": ("nginx",),
+    "apache": (APACHE_BINARY, PHP_FPM_BINARY),
+}
+
+
+def apache_problems(scenario: Scenario) -> list[Problem]:
+    """What the lab cannot give apache instances: more php-fpm children or a larger working
+    set than this machine's memory takes (``quell.lab.apache``)."""
+    problems: list[Problem] = []
+    for k, inst in enumerate(scenario.instances):
+        if inst.apache is not None and inst.apache.php_max_children > MAX_PHP_CHILDREN:
+            problems.append(
+                Problem(
+                    f"instances[{k}].apache.php_max_children",
+                    f"{inst.apache.php_max_children} is over the lab's {MAX_PHP_CHILDREN}",
+                )
+            )
+    for k, page in enumerate(scenario.pages):
+        if page.working_set_bytes > MAX_WORKING_SET_BYTES:
+            problems.append(
+                Problem(
+                    f"pages[{k}].working_set_bytes",
+                    f"{page.working_set_bytes} is over the lab's {MAX_WORKING_SET_BYTES}",
+                )
+            )
+    return problems
 
 
 def _cpu_range(cpus: set[int]) -> str:
@@ -36,13 +64,14 @@ def scenario_problems(
     for b in BASE_BINARIES:
         if which(b) is None:
             problems.append(Problem("", f"{b} is not installed (run `make install`)"))
-    for k, inst in enumerate(scenario.instances):
-        if inst.server not in SERVERS:
-            problems.append(
-                Problem(f"instances[{k}].server", f"the lab cannot run {inst.server} yet")
-            )
-        elif which(inst.server) is None:
-            problems.append(Problem(f"instances[{k}].server", f"{inst.server} is not installed"))
+    servers = [(f"instances[{k}]", inst.server) for k, inst in enumerate(scenario.instances)]
+    if scenario.scaling is not None:
+        servers.append(("scaling", scenario.scaling.server))
+    for where, server in servers:
+        for b in SERVER_BINARIES[server]:
+            if which(b) is None:
+                problems.append(Problem(f"{where}.server", f"{b} is not installed"))
+    problems += apache_problems(scenario)
     for k, ant in enumerate(scenario.antagonists):
         binary = ANTAGONIST_BINARY[ant.kind]
         if which(binary) is None:

@@ -1,9 +1,10 @@
 """Turns the machine's counters into one ``Observation`` per instance per interval.
 
-Reads, for each instance: its cgroup's CPU time, PSI and CPU cap, the run-queue wait of its
-server processes (schedstat summed over every thread), its interface counters (from inside its
-namespace), HAProxy's view of it (weight, sessions, queue, response time, maxconn), and the
-client-side latencies of the requests it answered.
+Reads, for each instance: its cgroup's CPU time, PSI, CPU cap and time throttled by the cap
+(``THROTTLED_KEY``), the run-queue wait of its server processes (schedstat summed over every
+thread), its interface counters (from inside its namespace), HAProxy's view of it (weight,
+sessions, queue, response time, maxconn), and the client-side latencies of the requests it
+answered.
 Host-wide: steal time from /proc/stat, and each lab host's total link utilisation from its
 uplink's transmit counter. Cumulative counters become interval values through
 ``CounterDelta``, which refuses to difference across a process restart or a counter reset."""
@@ -16,7 +17,13 @@ from pathlib import Path
 
 import numpy as np
 
-from quell.core.observation import CPU_CAP_KEY, MAXCONN_KEY, Observation, Snapshot
+from quell.core.observation import (
+    CPU_CAP_KEY,
+    MAXCONN_KEY,
+    THROTTLED_KEY,
+    Observation,
+    Snapshot,
+)
 from quell.errors import ComponentError
 from quell.lab.cgroups import Group
 from quell.signals.cgroup import (
@@ -24,6 +31,7 @@ from quell.signals.cgroup import (
     read_cpu_cap,
     read_cpu_usage_ns,
     read_group_pressure,
+    read_throttling,
 )
 from quell.signals.delta import CounterDelta
 from quell.signals.haproxy import ServerStat
@@ -179,6 +187,14 @@ class Sampler:
                 cap = None
             if cap is not None:
                 more[CPU_CAP_KEY] = cap
+            try:
+                throttled_ns = read_throttling(self.layout, inst.group.name).throttled_ns
+            except ComponentError:
+                self._delta.forget((iid, "throttled"))
+            else:
+                throttled = self._delta.update((iid, "throttled"), float(throttled_ns))
+                if throttled is not None:
+                    more[THROTTLED_KEY] = throttled / 1e9
             if inst.host in link_util:
                 more[LINK_UTIL_KEY] = link_util[inst.host]
             more.update((extra or {}).get(iid, {}))

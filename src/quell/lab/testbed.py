@@ -16,6 +16,7 @@ from pathlib import Path
 from quell.actuate.haproxy import HAProxyRuntime
 from quell.errors import ComponentError
 from quell.lab import antagonists as ants
+from quell.lab.apache import start_apache, write_pages
 from quell.lab.balancer import (
     FRONTEND_ADDR,
     FRONTEND_PORT,
@@ -117,24 +118,32 @@ class Testbed:
             sched = self.schedule
             assert sched is not None  # sessions are open loop (check_scenario)
             write_video_docroot(self.work / "www", sched.paths, sched.sizes_bytes, s.seed)
+        if s.pages:
+            write_pages(self.work / "www", self.work / "php-ws", s.pages, s.seed)
         if s.probe is not None:
             probe_file = FileSpec(path=PROBE_PATH, size_bytes=s.probe.size_bytes)
             write_docroot(self.work / "probe-www", [probe_file], s.seed)
 
     def start_instance(self, inst: Instance, index: int) -> LabInstance:
-        """The instance's namespace, cgroup, server and (with a probe) probe server."""
+        """The instance's namespace, cgroup, server (Apache with php-fpm, settled: see
+        ``start_apache``) and (with a probe) probe server."""
         addr = self.topology.add_instance(inst.id, inst.host, index)
         cpus = self.cpus_for(inst.host, inst.cpus)
         group = self._group(f"i-{inst.id}", cpus)
-        files = server_files(self.work / f"i-{inst.id}", self.work / "www", addr, inst)
         placement = Placement(self.topology.instance_ns(inst.id), group.procs_files, cpus)
-        server = self.supervisor.start(f"server-{inst.id}", files.command, placement)
+        apache = None
+        if inst.server == "apache":
+            apache = start_apache(self.supervisor, self.scenario, inst, self.work, addr, placement)
+            server = apache.procs["apache"]
+        else:
+            files = server_files(self.work / f"i-{inst.id}", self.work / "www", addr, inst)
+            server = self.supervisor.start(f"server-{inst.id}", files.command, placement)
         probe_server = None
         if self.scenario.probe is not None:
             pfiles = probe_server_files(self.work / f"p-{inst.id}", self.work / "probe-www", addr)
             probe_server = self.supervisor.start(f"probe-{inst.id}", pfiles.command, placement)
         maxconn = inst.maxconn or self.scenario.load_balancer.maxconn_per_server
-        return LabInstance(
+        lab_inst = LabInstance(
             inst,
             index,
             addr,
@@ -144,7 +153,11 @@ class Testbed:
             probe_server,
             weight=inst.weight,
             maxconn=maxconn,
+            apache=apache,
         )
+        if apache is not None:
+            apache.replaced = lab_inst.replace
+        return lab_inst
 
     def start_iperf_servers(self) -> None:
         """The receiving end of every iperf3 neighbour, in its host's noise namespace."""
