@@ -2,8 +2,9 @@
 
 ``check_before_start`` needs no bring-up, ``check_close`` one of its own, and the lab is exempt
 from ``check_same_seed``; then the shared checks run one after the other on one lab brought up
-once for all of them (two hosts, two instances, a probe, boot_s 0, half-second steps), never
-two labs at once. On the shared lab, too: an addition HAProxy refuses leaves nothing
+once for all of them (two hosts, two instances: the serving one Apache with php-fpm, whose
+settings ``ReconfigureServer`` changes, the other lighttpd; a probe, boot_s 0, half-second
+steps), never two labs at once. On the shared lab, too: an addition HAProxy refuses leaves nothing
 half-started. Nothing of any of them may survive."""
 
 from __future__ import annotations
@@ -16,8 +17,17 @@ from typing import Any
 import pytest
 
 from quell.actuate.haproxy import HAProxyRuntime
-from quell.core.action import Action, AddInstance, RemoveInstance, SetCpuCap, SetMaxConn, SetWeight
+from quell.core.action import (
+    Action,
+    AddInstance,
+    ReconfigureServer,
+    RemoveInstance,
+    SetCpuCap,
+    SetMaxConn,
+    SetWeight,
+)
 from quell.core.contract import OWN_CHECKS, SHARED_CHECKS, EnvironmentFixture, OwnCheck, SharedCheck
+from quell.core.observation import SERVER_SETTING_KEYS, THROTTLED_KEY
 from quell.errors import ActionError, ComponentError
 from quell.lab.balancer import BACKEND
 from quell.lab.environment import LabEnvironment
@@ -28,8 +38,16 @@ from tests.lab.leftovers import leftovers
 pytestmark = pytest.mark.lab
 
 SUPPORTS: frozenset[type[Action]] = frozenset(
-    {SetWeight, SetMaxConn, AddInstance, RemoveInstance, SetCpuCap}
+    {SetWeight, SetMaxConn, AddInstance, RemoveInstance, SetCpuCap, ReconfigureServer}
 )
+APACHE = {
+    "mpm": "event",
+    "threads_per_child": 4,
+    "server_limit": 4,
+    "max_request_workers": 8,
+    "keepalive_timeout_s": 5,
+    "php_max_children": 2,
+}
 NOT_REPEATABLE = "the lab runs real processes on a shared machine: no two runs time alike"
 
 
@@ -38,7 +56,10 @@ def scenario() -> dict[str, Any]:
         "name": "contract",
         "duration_s": 120,
         "hosts": [{"id": "h1", "link_mbit": 100}, {"id": "h2", "link_mbit": 100}],
-        "instances": [{"id": "a", "host": "h1"}, {"id": "b", "host": "h2"}],
+        "instances": [
+            {"id": "a", "host": "h1", "server": "apache", "apache": APACHE},
+            {"id": "b", "host": "h2"},
+        ],
         "files": [{"path": "/x.bin", "size_bytes": 5000}],
         "workload": {
             "arrival": {"process": "deterministic", "rate_rps": 20},
@@ -88,6 +109,12 @@ def fixture(made: Made) -> EnvironmentFixture[LabEnvironment]:
         step_s=0.5,
         wait_s=4.0,  # a drain ends by the workload's timeout_s
         not_repeatable=NOT_REPEATABLE,
+        reconfigure=("a", {"max_request_workers": 4}),  # online: HAProxy's maxconn
+        reconfigure_graceful={
+            "max_request_workers": 4,
+            "keepalive_timeout_s": 3,
+            "php_max_children": 3,
+        },
     )
 
 
@@ -113,7 +140,11 @@ def test_the_lab_passes_each_check_of_its_own_environments(
 def test_the_lab_passes_each_shared_check(
     check: SharedCheck, fixture: EnvironmentFixture[LabEnvironment], shared: LabEnvironment
 ) -> None:
-    assert check(fixture, shared) is None
+    why = check(fixture, shared)
+    if check.__name__ == "check_unsupported_action":
+        assert why == "supports every Action kind"
+    else:
+        assert why is None
 
 
 class Refusing(HAProxyRuntime):
@@ -158,3 +189,18 @@ def test_an_addition_haproxy_refuses_leaves_nothing_half_started(
     assert iid not in shared.observe().instances
     with pytest.raises(ActionError, match="does not exist"):
         shared.apply([SetWeight(iid, 10)])
+
+
+def test_every_instance_shows_its_throttling_and_apache_its_settings(
+    shared: LabEnvironment,
+) -> None:
+    shared.clock.sleep_until(shared.clock.now() + 0.5)
+    snap = shared.observe()
+    for iid in ("a", "b"):
+        assert snap.instances[iid].extra[THROTTLED_KEY] >= 0.0
+    assert {k: snap.instances["a"].extra[v] for k, v in SERVER_SETTING_KEYS.items()} == {
+        "max_request_workers": 8.0,
+        "keepalive_timeout_s": 5.0,
+        "php_max_children": 2.0,
+    }
+    assert not set(SERVER_SETTING_KEYS.values()) & set(snap.instances["b"].extra)

@@ -28,8 +28,8 @@ What the checks hold an environment to:
 * **Actions.** Each supported kind shows in the next snapshot: ``SetWeight`` as ``weight``,
   ``SetMaxConn`` as ``extra[MAXCONN_KEY]`` (0 removes the cap: the key goes), ``SetCpuCap`` as
   ``extra[CPU_CAP_KEY]`` (``None`` removes it), ``ReconfigureServer`` as each setting's value
-  under ``SERVER_SETTING_KEYS`` on the instance it names (an unknown setting is refused with
-  nothing changed), ``AddInstance`` as a new instance from its boot
+  under ``SERVER_SETTING_KEYS`` on the instance it names, online and (for the settings the
+  fixture names) gracefully (an unknown setting is refused with nothing changed), ``AddInstance`` as a new instance from its boot
   time on (never before), ``RemoveInstance`` as its disappearance once drained (for good;
   actions naming it fail from then on).
 * **Refusals.** An action naming an unknown instance (or, for ``AddInstance``, an unknown host
@@ -115,6 +115,10 @@ class EnvironmentFixture(Generic[E]):
     reconfigure: tuple[str, Mapping[str, float]] | None = None
     """An instance whose server settings ``ReconfigureServer`` changes, and values (of
     ``SERVER_SETTING_KEYS`` settings) it accepts there; ``None``: the environment has none."""
+    reconfigure_graceful: Mapping[str, float] | None = None
+    """Values the same instance accepts by a graceful reconfiguration (``graceful=True``),
+    checked before the online ones; ``None``: they are all it is checked with. An environment
+    whose online path takes fewer settings than its graceful one (the lab's) names both."""
 
     def started(self) -> E:
         env = self.create()
@@ -428,25 +432,41 @@ def check_set_cpu_cap(fx: EnvironmentFixture[E], env: E) -> str | None:
 
 
 def check_reconfigure_server(fx: EnvironmentFixture[E], env: E) -> str | None:
-    """``ReconfigureServer`` (``graceful=False``) shows each setting's value under
-    ``SERVER_SETTING_KEYS`` in the next snapshot; one naming an unknown setting is refused
-    naming it, with nothing changed; the old values are set back."""
+    """``ReconfigureServer`` shows each setting's value under ``SERVER_SETTING_KEYS`` in the
+    next snapshot: the fixture's ``reconfigure_graceful`` values gracefully, then the old ones
+    set back gracefully; its ``reconfigure`` values online (``graceful=False``); one naming an
+    unknown setting is refused naming it, with nothing changed; the old values are set back."""
     if ReconfigureServer not in fx.supports:
         return "does not support ReconfigureServer"
     if fx.reconfigure is None:
         return "names no instance whose server settings change"
     iid, settings = fx.reconfigure
+    gracefully = dict(fx.reconfigure_graceful or {})
     found: list[Problem] = []
 
-    def shown(snap: Snapshot) -> dict[str, float | None]:
+    def shown(snap: Snapshot, keys: Mapping[str, object] = settings) -> dict[str, float | None]:
         obs = _observation(snap, iid, found)
         extra = {} if obs is None else obs.extra
-        return {k: extra.get(SERVER_SETTING_KEYS[k]) for k in settings}
+        return {k: extra.get(SERVER_SETTING_KEYS[k]) for k in keys}
 
-    old = shown(_next(env, fx))
-    if any(v is None for v in old.values()):
-        found.append(Problem(iid, f"does not show its settings in force: {old}"))
+    def values(read: Mapping[str, float | None]) -> dict[str, int | float]:
+        """What was read, to be sent back: whole numbers as such (a server may take no other)."""
+        return {k: int(v) if float(v).is_integer() else v for k, v in read.items() if v is not None}
+
+    everything = {**settings, **gracefully}
+    before = shown(_next(env, fx), everything)
+    if any(v is None for v in before.values()):
+        found.append(Problem(iid, f"does not show its settings in force: {before}"))
         _done(env, "check_reconfigure_server", found)
+    if gracefully:
+        for action, want in (
+            (ReconfigureServer(iid, gracefully), {**before, **gracefully}),
+            (ReconfigureServer(iid, values(before)), before),
+        ):
+            env.apply([action])
+            if (now := shown(_next(env, fx), everything)) != want:
+                found.append(Problem(repr(action), f"next snapshot shows {now}"))
+    old = {k: before[k] for k in settings}
     new = ReconfigureServer(iid, dict(settings), graceful=False)
     env.apply([new])
     if (now := shown(_next(env, fx))) != dict(settings):
@@ -455,7 +475,7 @@ def check_reconfigure_server(fx: EnvironmentFixture[E], env: E) -> str | None:
     _refused(env, [bad], [bad], [], found)
     if (now := shown(_next(env, fx))) != dict(settings):
         found.append(Problem(repr(bad), f"refused, yet the settings show {now}"))
-    env.apply([ReconfigureServer(iid, {k: v for k, v in old.items() if v is not None}, False)])
+    env.apply([ReconfigureServer(iid, values(old), False)])
     if (now := shown(_next(env, fx))) != old:
         found.append(Problem(iid, f"set back to {old}, the settings show {now}"))
     _done(env, "check_reconfigure_server", found)
@@ -539,7 +559,7 @@ def check_unknown_instance(fx: EnvironmentFixture[E], env: E) -> str | None:
 
 
 def _unchanged(before: Snapshot, after: Snapshot, serving: str, found: list[Problem]) -> None:
-    """No instance appeared, and the serving instance kept its weight and caps."""
+    """No instance appeared, and the serving instance kept its weight, caps and settings."""
     where = f"snapshot@{after.time_s!r}"
     if new := set(after.instances) - set(before.instances):
         found.append(Problem(where, f"refused actions left {sorted(new)} behind"))
@@ -549,7 +569,7 @@ def _unchanged(before: Snapshot, after: Snapshot, serving: str, found: list[Prob
         return
     if a.weight != b.weight:
         found.append(Problem(where, f"refused actions moved the weight {b.weight} -> {a.weight}"))
-    for key in (MAXCONN_KEY, CPU_CAP_KEY):
+    for key in (MAXCONN_KEY, CPU_CAP_KEY, *SERVER_SETTING_KEYS.values()):
         if a.extra.get(key) != b.extra.get(key):
             found.append(
                 Problem(
