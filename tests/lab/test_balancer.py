@@ -26,10 +26,9 @@ USER_LINES = (
 )
 
 
-def config(users: int = 0) -> str:
-    return haproxy_config(
-        LoadBalancer(), SERVERS, Path("/run/x.sock"), 10.0, kept_alive_users=users
-    )
+def config(users: int = 0, http_reuse: str = "safe") -> str:
+    lb = LoadBalancer.model_validate({"http_reuse": http_reuse})
+    return haproxy_config(lb, SERVERS, Path("/run/x.sock"), 10.0, kept_alive_users=users)
 
 
 def section(cfg: str, name: str) -> list[str]:
@@ -54,10 +53,17 @@ def test_kept_alive_users_keep_their_connections_and_get_a_server_connection_eac
     assert config(users=10_000).count("maxconn 11000") == 2
 
 
+def test_open_loop_server_connections_close_with_the_client_s_when_asked() -> None:
+    cfg = config(http_reuse="never")
+    assert section(cfg, "backend be")[1] == "    http-reuse never"
+    assert sorted(cfg.splitlines()) == sorted([*config().splitlines(), "    http-reuse never"])
+    assert config(users=200, http_reuse="never") == config(users=200)  # users always have it
+
+
 @pytest.mark.skipif(shutil.which("haproxy") is None, reason="haproxy is not installed")
-@pytest.mark.parametrize("users", [0, 200])
-def test_haproxy_accepts_the_config(tmp_path: Path, users: int) -> None:
+@pytest.mark.parametrize(("users", "http_reuse"), [(0, "safe"), (0, "never"), (200, "safe")])
+def test_haproxy_accepts_the_config(tmp_path: Path, users: int, http_reuse: str) -> None:
     path = tmp_path / "haproxy.cfg"
-    path.write_text(config(users))
+    path.write_text(config(users, http_reuse))
     check = subprocess.run(["haproxy", "-c", "-f", str(path)], capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr

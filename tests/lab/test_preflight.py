@@ -47,11 +47,13 @@ def test_cpus_that_do_not_exist_are_named_with_their_keys() -> None:
     s = scenario(hosts=[{"id": "h1", "cpus": [0, 7]}])
     s["instances"][0]["cpus"] = [5]
     s["workload"]["cpus"] = [9]
+    s["load_balancer"] = {"cpus": [1, 4]}
     problems = [str(p) for p in scenario_problems(parse_scenario(s), {0, 1}, everything)]
     assert problems == [
         "hosts[0].cpus: CPU 7 does not exist here (available: 0,1)",
         "instances[0].cpus: CPU 5 does not exist here (available: 0,1)",
         "workload.cpus: CPU 9 does not exist here (available: 0,1)",
+        "load_balancer.cpus: CPU 4 does not exist here (available: 0,1)",
     ]
 
 

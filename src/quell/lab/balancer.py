@@ -6,8 +6,11 @@ instance that answered, so the client side can attribute every request.
 
 What is kept alive where. HAProxy 2.6 runs in its default keep-alive mode: it keeps both sides
 of a connection idle between requests, and the two sides independently (a server closing its
-side does not close the client's). Open-loop requests say ``Connection: close``, so nothing is
-kept on either side. For closed-loop users on kept-alive connections the config gives each
+side does not close the client's). Open-loop requests say ``Connection: close``: the client
+side closes after each answer, the server side does not unless the scenario's
+``load_balancer.http_reuse`` is ``never`` (HAProxy's default, ``safe``, keeps up to its
+estimate of the connections recently needed idle, and one-request clients never use them
+again; see ``quell.scenario.model.LoadBalancer``). For closed-loop users on kept-alive connections the config gives each
 user one server connection of its own, as if the user were connected to the server directly:
 ``http-reuse never`` (a server connection serves only the client connection that opened it)
 and ``option prefer-last-server`` (a user's next request goes to the server its connection is
@@ -73,6 +76,8 @@ def haproxy_config(
             f"    timeout http-request {t}",
         ]
         users_back = ["    http-reuse never", "    option prefer-last-server"]
+    elif lb.http_reuse == "never":
+        users_back = ["    http-reuse never"]
     lines = [
         "global",
         f"    stats socket {socket_path} mode 600 level admin",

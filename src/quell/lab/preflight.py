@@ -94,6 +94,7 @@ def scenario_problems(
     for k, ant in enumerate(scenario.antagonists):
         check_cpus(f"antagonists[{k}].cpus", ant.cpus)
     check_cpus("workload.cpus", scenario.workload.cpus)
+    check_cpus("load_balancer.cpus", scenario.load_balancer.cpus)
     if scenario.workload.sessions is not None:
         for k, f in enumerate(scenario.files):
             if VIDEO_DIR.match(f.path):

@@ -196,7 +196,9 @@ class Testbed:
             )
         )
         proc = self.supervisor.start(
-            "haproxy", ["haproxy", "-db", "-f", str(cfg)], Placement(self.topology.client)
+            "haproxy",
+            ["haproxy", "-db", "-f", str(cfg)],
+            Placement(self.topology.client, cpus=self.scenario.load_balancer.cpus),
         )
         wait_for_socket(sock, proc.alive)
         self.runtime = HAProxyRuntime(sock)

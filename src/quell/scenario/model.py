@@ -104,6 +104,17 @@ class PhpPage(StrictModel):
 class LoadBalancer(StrictModel):
     algorithm: Literal["roundrobin", "leastconn"] = "roundrobin"
     maxconn_per_server: Annotated[int, Field(ge=1, le=100_000)] | None = None
+    cpus: CpuList | None = None
+    """CPUs to pin HAProxy to (the lab); unpinned by default, it runs wherever the kernel
+    puts it, which on a small machine can be an instance's core."""
+    http_reuse: Literal["safe", "never"] = "safe"
+    """The lab's HAProxy ``http-reuse`` for open-loop requests (closed-loop users on kept-alive
+    connections always get ``never``). ``safe``, HAProxy's default: a server connection
+    outlives the one-request client connection that opened it, idle in a pool HAProxy sizes by
+    its estimate of the connections recently needed, and no one-request client uses it again
+    (the first request of a client connection always goes over a server connection of its
+    own); each holds a worker of a thread-per-connection server (Apache's worker
+    MPM) for its KeepAliveTimeout. ``never``: the server connection closes with the client's."""
 
 
 class RequestMix(StrictModel):
