@@ -58,6 +58,7 @@ def test_apache_s_pool_is_fixed_at_max_request_workers_and_pre_sized_by_server_l
     assert d["ServerLimit"] == "6" and d["ThreadLimit"] == "8" and d["ThreadsPerChild"] == "8"
     assert d["MaxRequestWorkers"] == "24"
     assert d["StartServers"] == "3"  # every child at once
+    assert d["MinSpareThreads"] == "24"  # and again after a graceful restart
     assert d["MaxSpareThreads"] == "32"  # never one stopped for being idle
     assert d["KeepAliveTimeout"] == "2500ms"
     assert "LoadModule mpm_worker_module /usr/lib/apache2/modules/mod_mpm_worker.so\n" in text

@@ -6,7 +6,13 @@ CPUs, with their own configuration under the run's work directory (nothing of
 ``/etc/apache2``; php-fpm reads only the system ``php.ini`` and its extensions). Apache's pool
 is fixed, as php-fpm's (``pm = static``): StartServers and MinSpareThreads ask for every
 thread MaxRequestWorkers allows, so busy + idle in ``server-status`` is the MaxRequestWorkers
-Apache uses. Both log to their supervisor log (``logs/server-ID.log``, ``logs/php-fpm-ID.log``).
+Apache uses. StartServers alone is not enough: after a graceful restart Apache starts the new
+generation's children in the slots of old ones as it reaps them, and the rest at its next
+one-second tick, but skips a slot an old child still holds then and does not come back to it
+(``server_main_loop`` in ``server/mpm/worker/worker.c``, event's alike); only MinSpareThreads
+makes it add children afterwards, one a second. With MinSpareThreads at ThreadsPerChild, 4 of
+12 graceful restarts between 8 and 12 threads (children of 4, no load) stayed at a child short
+for good; at MaxRequestWorkers all 12 reached it, within 2.5 s. Both log to their supervisor log (``logs/server-ID.log``, ``logs/php-fpm-ID.log``).
 
 A PHP page reads ``touches`` bytes at random in a working set of ``working_set_bytes``, then
 answers ``response_bytes``. PHP-FPM keeps nothing of a request for the next (a ``static`` is
@@ -126,8 +132,8 @@ def keepalive_directive(keepalive_timeout_s: float) -> str:
 def httpd_config(
     paths: ApachePaths, settings: ApacheSettings, addr: str, port: int, docroot: Path
 ) -> str:
-    """Apache's configuration: ``settings``' MPM and limits, every child started at once and
-    none stopped for being idle, static files and PHP pages from ``docroot``, ``server-status``
+    """Apache's configuration: ``settings``' MPM and limits, every child started at once (after
+    a graceful restart, within seconds: see the module) and none stopped for being idle, static files and PHP pages from ``docroot``, ``server-status``
     for the instance itself only. Errors go to standard error (the supervisor's log)."""
     s = settings
     modules = [(f"mpm_{s.mpm}", f"mod_mpm_{s.mpm}.so")] + [(m, f"mod_{m}.so") for m in MODULES]
@@ -149,7 +155,7 @@ ThreadLimit {s.threads_per_child}
 ThreadsPerChild {s.threads_per_child}
 MaxRequestWorkers {s.max_request_workers}
 StartServers {s.max_request_workers // s.threads_per_child}
-MinSpareThreads {s.threads_per_child}
+MinSpareThreads {s.max_request_workers}
 MaxSpareThreads {s.max_request_workers + s.threads_per_child}
 MaxConnectionsPerChild 0
 KeepAlive On
