@@ -1,23 +1,27 @@
 """Apache + php-fpm as a lab instance, on real components: brought up in the instance's namespace
 and cgroup on its CPUs, serving static files and PHP pages behind HAProxy, torn down leaving
 nothing; and ``ReconfigureServer`` on it: graceful changes read back as Apache and php-fpm
-report them, a refused configuration and a php-fpm that does not come back rolled back with the
-service still answering, MaxRequestWorkers online as HAProxy's maxconn."""
+report them, a MaxRequestWorkers Apache would lower refused (and, asked of the actuator
+directly, read back as what Apache lowered it to), a refused configuration and a php-fpm that
+does not come back rolled back with the service still answering, MaxRequestWorkers online as
+HAProxy's maxconn. The bring-up runs the event MPM, the reconfigurations the worker MPM (a
+thread per connection, kept-alive ones included)."""
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from quell.actuate.apache import ApacheConfig
+from quell.actuate.apache import ApacheConfig, ServerSettings
 from quell.core.action import ReconfigureServer
 from quell.core.observation import SERVER_SETTING_KEYS, THROTTLED_KEY, Observation
 from quell.errors import ActionError
-from quell.lab.apache import ApacheInstance
+from quell.lab.apache import ApacheInstance, wanted
 from quell.lab.balancer import BACKEND
 from quell.lab.environment import LabEnvironment
 from quell.scenario import parse_scenario
@@ -54,6 +58,7 @@ def scenario(mpm: str) -> dict[str, Any]:
                 },
             }
         ],
+        "load_balancer": {"http_reuse": "never"},
         "files": [{"path": "/x.bin", "size_bytes": 5000}],
         "pages": [
             {
@@ -84,14 +89,14 @@ def step(env: LabEnvironment, seconds: float = 1.0) -> Observation:
 
 
 def answered(env: LabEnvironment, seconds: int) -> tuple[int, int, set[int]]:
-    """Requests answered well and badly over ``seconds``, and the body sizes of the good."""
+    """Requests sent over the next ``seconds`` answered well and badly (by send time: one sent
+    before, during a change, is not counted), and the body sizes of the good."""
+    start = env.clock.now()
     env.take_requests()
-    ok = bad = 0
-    for _ in range(seconds):
-        obs = step(env)
-        ok, bad = ok + obs.requests, bad + obs.errors
-    sizes = {r.bytes for r in env.take_requests() if r.status == 200}
-    return ok, bad, sizes
+    step(env, seconds + 0.5)  # the last of them answered too
+    sent = [r for r in env.take_requests() if start <= r.send_s < start + seconds]
+    good = [r for r in sent if r.status == 200 and not r.error]
+    return len(good), len(sent) - len(good), {r.bytes for r in good}
 
 
 def status_of(pid: int) -> dict[str, str]:
@@ -102,7 +107,7 @@ def status_of(pid: int) -> dict[str, str]:
 def test_apache_and_php_fpm_come_up_in_the_instance_s_place_and_leave_nothing(
     tmp_path: Path,
 ) -> None:
-    env = lab(tmp_path, "worker")
+    env = lab(tmp_path, "event")
     try:
         env.start()
         ok, bad, sizes = answered(env, 3)
@@ -136,8 +141,8 @@ def test_apache_and_php_fpm_come_up_in_the_instance_s_place_and_leave_nothing(
 
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabEnvironment]:
-    """One event-MPM lab for the reconfiguration tests, one after the other."""
-    env = lab(tmp_path_factory.mktemp("apache"), "event")
+    """One worker-MPM lab for the reconfiguration tests, one after the other."""
+    env = lab(tmp_path_factory.mktemp("apache"), "worker")
     try:
         env.start()
         step(env)
@@ -167,6 +172,28 @@ def test_max_request_workers_after_a_graceful_reload_is_what_apache_runs(
     shared.apply([ReconfigureServer("web", {"max_request_workers": 12, "keepalive_timeout_s": 5})])
     assert apache.server.wait_for_workers(12).workers == 12
     assert step(shared).extra[MRW] == 12.0
+
+
+def test_a_max_request_workers_apache_would_lower_is_refused_or_read_back_as_what_it_uses(
+    shared: LabEnvironment,
+) -> None:
+    apache = apache_of(shared)
+    conf = apache.paths.httpd_conf.read_text()
+    with pytest.raises(ActionError) as caught:
+        shared.apply([ReconfigureServer("web", {"max_request_workers": 10})])
+    assert "must be a multiple of threads_per_child (4)" in caught.value.failed[0][1]
+    assert apache.paths.httpd_conf.read_text() == conf
+    assert step(shared).extra[MRW] == 12.0
+    # Asked of the actuator directly, 10 threads in children of 4: Apache runs 8 and says so
+    # only in ``apache2 -t`` (its log at the restart is silent about it).
+    odd = apache.settings.model_copy(update={"max_request_workers": 10})
+    got = apache.server.reconfigure(apache.render(odd), ServerSettings(10, 5, 3))
+    assert got.max_request_workers == 8
+    assert "MaxRequestWorkers 10\n" in apache.paths.httpd_conf.read_text()
+    assert apache.server.wait_for_workers(8).workers == 8  # server-status agrees
+    assert step(shared).extra[MRW] == 8.0
+    apache.server.reconfigure(apache.render(apache.settings), wanted(apache.settings))
+    assert apache.server.wait_for_workers(12).workers == 12
 
 
 def test_php_fpm_s_children_after_a_reload_are_its_new_pool(shared: LabEnvironment) -> None:
@@ -206,7 +233,7 @@ def test_a_configuration_apache_refuses_is_not_applied_and_names_its_message(
 
 
 def test_a_php_fpm_that_does_not_come_back_is_rolled_back_and_the_pages_answer(
-    shared: LabEnvironment, monkeypatch: pytest.MonkeyPatch
+    shared: LabEnvironment, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     apache = apache_of(shared)
     render = apache.render
@@ -218,10 +245,16 @@ def test_a_php_fpm_that_does_not_come_back_is_rolled_back_and_the_pages_answer(
 
     monkeypatch.setattr(apache, "render", unreachable_socket)
     first = apache.procs["php-fpm"]
-    with pytest.raises(ActionError) as caught:
+    with (
+        caplog.at_level(logging.WARNING, "quell.actuate.apache"),
+        pytest.raises(ActionError) as caught,
+    ):
         shared.apply([ReconfigureServer("web", {"php_max_children": 4})])
     why = caught.value.failed[0][1]
     assert "rolled back to the last configuration that worked" in why
+    logged = [r.getMessage() for r in caplog.records if r.name == "quell.actuate.apache"]
+    assert logged[0].startswith("reconfiguration failed (php-fpm: ")
+    assert logged[-1].startswith("rolled back to ServerSettings(max_request_workers=12, ")
     assert not first.alive()  # it died on its reload...
     again = apache.procs["php-fpm"]
     assert again.alive() and len(read_children(again.pid)) == 3  # ...and runs again as before
