@@ -91,9 +91,10 @@ class FileSpec(StrictModel):
 
 
 class PhpPage(StrictModel):
-    """A PHP page every apache instance serves. Each request reads ``touches`` random words of
-    an array of ``working_set_bytes`` (built once per php-fpm worker), so its time depends on
-    the cache it finds there and on the CPU it gets, then answers ``response_bytes``."""
+    """A PHP page every apache instance serves. Each request reads ``touches`` bytes at random
+    in a working set of ``working_set_bytes`` (in the lab a string that OPcache compiles once
+    into the memory php-fpm's workers share), so its time depends on the cache it finds there
+    and on the CPU it gets, then answers ``response_bytes``."""
 
     path: Annotated[str, Field(pattern=r"^/[A-Za-z0-9._/-]{1,100}\.php$")]
     working_set_bytes: Annotated[int, Field(ge=1024, le=2_000_000_000)]
