@@ -4,9 +4,10 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-# System packages the lab drives (Debian 12 / Ubuntu names).
+# System packages the lab drives (Debian 12 / Ubuntu names). Debian's prometheus unit would
+# listen on :9090; quell starts its own Prometheus, so the unit is disabled once installed.
 SYSTEM_PACKAGES := haproxy lighttpd nginx apache2 php8.2-fpm httperf wrk stress-ng iperf3 fio \
-	sysstat iproute2 procps psmisc util-linux
+	sysstat iproute2 procps psmisc util-linux prometheus
 
 .PHONY: install system python demo test lint typecheck unit bench results clean
 install: system python
@@ -19,6 +20,8 @@ system:
 	  echo "installing system packages: $$missing"; \
 	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
 	    --no-install-recommends $$missing; \
+	  case " $$missing " in *" prometheus "*) \
+	    systemctl disable --now prometheus >/dev/null 2>&1 || true;; esac; \
 	fi
 
 python: $(STAMP)
