@@ -117,3 +117,74 @@ def lab_clean() -> None:
         out_console.print("nothing to clean")
     for item in removed:
         out_console.print(f"removed {escape(item)}")
+
+
+@lab_app.command("up")
+def lab_up(
+    path: ScenarioArg,
+    as_json: JsonOpt = False,
+    runs_dir: RunsDirOpt = Path("runs"),
+    spares: Annotated[
+        int,
+        typer.Option(
+            "--spares",
+            min=0,
+            max=4,
+            help="Pre-provisioned instances per scaling host, declared as disabled HAProxy "
+            "slots for the live controller's slot scaler.",
+        ),
+    ] = 1,
+    load: Annotated[
+        bool, typer.Option("--load", help="Start the scenario's load now, for its duration.")
+    ] = False,
+) -> None:
+    """Bring a scenario's hosts, instances and HAProxy up with no policy and leave them
+    running; write lab.json (what to tear down) and agent, Prometheus and live configs for them
+    into a new run directory. `quell lab down` tears it down."""
+    from quell.cli.console import emit_json, out_console, say
+    from quell.experiment.run import new_run_dir
+    from quell.lab.preflight import preflight
+    from quell.lab.standing import bring_up
+    from quell.scenario import load_scenario
+    from quell.signals.cgroup import detect_layout
+
+    scenario = load_scenario(path)
+    preflight(scenario, path.parent, str(path))
+    run_dir = new_run_dir(runs_dir, scenario, "up")
+    lab = bring_up(
+        scenario,
+        path.parent,
+        run_dir,
+        detect_layout(),
+        spares=spares,
+        load=load,
+        status=lambda step: say(f"up: {step}"),
+    )
+    out_console.print(f"lab {lab.tag} up: {run_dir}", markup=False, highlight=False)
+    for name in ("lab.json", "live.yaml", "prometheus.yml"):
+        out_console.print(f"  {run_dir / name}", markup=False, highlight=False)
+    if as_json:
+        emit_json({"run_dir": str(run_dir), "tag": lab.tag, "state": lab.state})
+
+
+@lab_app.command("down")
+def lab_down(
+    run_dir: Annotated[
+        Path | None,
+        typer.Argument(
+            help="The run directory `quell lab up` printed; default: every standing lab."
+        ),
+    ] = None,
+) -> None:
+    """Tear down a lab `quell lab up` left standing (every one without RUN_DIR)."""
+    from quell.cli.console import out_console
+    from quell.lab.standing import standing_run_dirs, tear_down
+    from quell.signals.cgroup import detect_layout
+
+    layout = detect_layout()
+    dirs = [run_dir] if run_dir is not None else standing_run_dirs()
+    if not dirs:
+        out_console.print("no standing lab")
+    for d in dirs:
+        removed = tear_down(d, layout)
+        out_console.print(f"{d}: down ({len(removed)} removed)", markup=False, highlight=False)

@@ -28,6 +28,7 @@ from pathlib import Path
 from quell.actuate.haproxy import HAProxyRuntime
 from quell.errors import ComponentError
 from quell.scenario.model import LoadBalancer
+from quell.signals.haproxy_log import LOG_DIRECTIVE, REQUEST_LOG_FORMAT
 
 BACKEND = "be"
 FRONTEND_ADDR = "127.0.0.1"
@@ -46,13 +47,16 @@ class BackendServer:
     port: int
     weight: int
     maxconn: int | None
+    disabled: bool = False
+    """A pre-provisioned slot: declared, in maintenance until ``set server ... state ready``."""
 
 
 def server_line(s: BackendServer) -> str:
     maxconn = f" maxconn {s.maxconn}" if s.maxconn is not None else ""
+    disabled = " disabled" if s.disabled else ""
     return (
         f"    server {s.name} {s.addr}:{s.port} weight {s.weight}{maxconn}"
-        " check inter 1s rise 1 fall 3"
+        f" check inter 1s rise 1 fall 3{disabled}"
     )
 
 
@@ -62,9 +66,11 @@ def haproxy_config(
     socket_path: Path,
     timeout_s: float,
     kept_alive_users: int = 0,
+    log_socket: Path | None = None,
 ) -> str:
     """The config; ``kept_alive_users`` > 0: that many closed-loop users hold a connection each
-    (room for them, their idle connections kept, a server connection of their own)."""
+    (room for them, their idle connections kept, a server connection of their own);
+    ``log_socket``: every request logged there (a unix datagram socket, ``REQUEST_LOG_FORMAT``)."""
     t = f"{max(1, round(timeout_s * 1000))}ms"
     maxconn = max(MAXCONN, kept_alive_users + 1000) if kept_alive_users else MAXCONN
     users_front: list[str] = []
@@ -78,14 +84,20 @@ def haproxy_config(
         users_back = ["    http-reuse never", "    option prefer-last-server"]
     elif lb.http_reuse == "never":
         users_back = ["    http-reuse never"]
+    log_global = ["    " + LOG_DIRECTIVE.format(socket=log_socket)] if log_socket else []
+    log_defaults = (
+        ["    log global", f'    log-format "{REQUEST_LOG_FORMAT}"'] if log_socket else []
+    )
     lines = [
         "global",
         f"    stats socket {socket_path} mode 600 level admin",
         "    stats timeout 30s",
         f"    maxconn {maxconn}",
         "    nbthread 1",
+        *log_global,
         "defaults",
         "    mode http",
+        *log_defaults,
         "    timeout connect 2s",
         f"    timeout client {t}",
         f"    timeout server {t}",

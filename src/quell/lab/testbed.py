@@ -11,6 +11,7 @@ import os
 import shutil
 import sys
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from quell.actuate.haproxy import HAProxyRuntime
@@ -181,18 +182,27 @@ class Testbed:
         )
         self.antagonists.setdefault(f"{ant.id}/server", []).append(proc)
 
-    def start_haproxy(self, instances: Sequence[LabInstance]) -> HAProxyRuntime:
-        """HAProxy in the client namespace with ``instances`` as its backend, once all are up."""
+    def start_haproxy(
+        self,
+        instances: Sequence[LabInstance],
+        slots: Sequence[LabInstance] = (),
+        log_socket: Path | None = None,
+    ) -> HAProxyRuntime:
+        """HAProxy in the client namespace with ``instances`` as its backend, once all are up;
+        ``slots``: instances declared disabled (pre-provisioned, put in service through the
+        runtime API); ``log_socket``: where HAProxy logs every request."""
         sock = self.work / "haproxy.sock"
         cfg = self.work / "haproxy.cfg"
         pop = self.population
+        spare = [replace(i.backend_server(), disabled=True) for i in slots]
         cfg.write_text(
             haproxy_config(
                 self.scenario.load_balancer,
-                [i.backend_server() for i in instances],
+                [*(i.backend_server() for i in instances), *spare],
                 sock,
                 self.scenario.workload.timeout_s,
                 kept_alive_users=pop.users if pop is not None and pop.keepalive else 0,
+                log_socket=log_socket,
             )
         )
         proc = self.supervisor.start(
