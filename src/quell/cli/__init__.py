@@ -12,9 +12,11 @@ from collections.abc import Sequence
 
 import typer
 
+from quell.cli.agent import agent_command
 from quell.cli.console import error, say
 from quell.cli.ic2 import ic2_app
 from quell.cli.lab import lab_app
+from quell.cli.live import live_app
 from quell.cli.model import model_app
 from quell.cli.prima import prima_app
 from quell.cli.scenario import scenario_app
@@ -34,6 +36,8 @@ app.add_typer(sim_app, name="sim", no_args_is_help=True)
 app.add_typer(prima_app, name="prima", no_args_is_help=True)
 app.add_typer(model_app, name="model", no_args_is_help=True)
 app.add_typer(ic2_app, name="ic2", no_args_is_help=True)
+app.command("agent")(agent_command)
+app.add_typer(live_app, name="live", no_args_is_help=True)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

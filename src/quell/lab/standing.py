@@ -192,6 +192,7 @@ def write_live_configs(run_dir: Path, scenario: Scenario, state: dict[str, Any])
         "scrape_configs": [
             {
                 "job_name": "quell-agent",
+                "honor_labels": True,
                 "static_configs": [
                     {"targets": [f"127.0.0.1:{agent_ports[h]}"], "labels": {"quell_host": h}}
                     for h in hosts

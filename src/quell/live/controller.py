@@ -1,0 +1,365 @@
+"""``quell live run``: the control loop against a ``LiveEnvironment``, made safe for a fleet
+that serves real users.
+
+Every interval: observe; if a part the decision needs is missing (Prometheus down, an agent's
+metrics stale, missing or NaN, HAProxy's socket gone) the controller **holds**: it keeps the
+weights in force (the last safe ones), logs a decision "hold: <what is missing>" and does not
+ask the policy (whose memory would fill with holes). Otherwise the policy decides and the
+**guard** trims what it asked for: never every serving instance at weight 0, no weight moved by
+more than ``max_weight_step`` at once, never below ``min_instances`` or above
+``max_instances``, no two scaling actions closer than ``min_gap_s``. In a **dry run** (the
+default) nothing is applied: the decisions are logged and exported all the same.
+
+Every decision, applied or not, goes to the run store as it is made (committed each interval);
+the controller's own state (which instance is which HAProxy server, the run's time) is kept in
+the store's meta, so a controller restarted on the same run directory picks up where it was.
+Its own ``/metrics``: ``quell_decisions_total{policy,reason}``, per-instance weight, measured
+RT, probe RT and capacity or predicted RT where the policy's decision gives them, faults by
+part; ``/`` is a small page with the decision log."""
+
+from __future__ import annotations
+
+import html
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+
+from quell.core.action import Action, AddInstance, Decision, RemoveInstance, SetWeight
+from quell.core.clock import WallClock
+from quell.core.environment import Policy
+from quell.core.observation import Snapshot
+from quell.errors import ActionError
+from quell.live.config import LiveConfig
+from quell.live.environment import LiveEnvironment
+from quell.policy import PolicyContext, ScalingLimits, build_policy
+from quell.probe.severity import PROBE_KEY
+from quell.store.run import RunStore
+
+log = logging.getLogger(__name__)
+
+STATE_KEY = "live_state"
+
+
+def policy_context(cfg: LiveConfig, base_dir: Path) -> PolicyContext:
+    """What a policy built for the live deployment ``cfg`` may know."""
+    sc = cfg.scaling
+    hosts = list(dict.fromkeys(i.host for i in cfg.instances if i.slot))
+    probe_util: dict[str, float] = {}
+    return PolicyContext(
+        interval_s=cfg.interval_s,
+        target_rt_s=cfg.target_rt_s,
+        scaling=None
+        if sc is None
+        else ScalingLimits(tuple(hosts), sc.boot_s, sc.min_instances, sc.max_instances),
+        base_dir=base_dir,
+        initial_instances={i.id: i.host for i in cfg.instances if not i.slot},
+        lb_algorithm="roundrobin",
+        probe_period_s=cfg.probe_period_s,
+        probe_util_pct=probe_util,
+    )
+
+
+def make_policy(cfg: LiveConfig, base_dir: Path) -> Policy:
+    return build_policy(cfg.policy.name, cfg.policy.params, policy_context(cfg, base_dir))
+
+
+@dataclass
+class Guard:
+    """Trims a decision to what is safe; says what it dropped."""
+
+    cfg: LiveConfig
+    last_scale_s: float = -float("inf")
+
+    def trim(self, snap: Snapshot, d: Decision, now_s: float) -> tuple[list[Action], list[str]]:
+        kept: list[Action] = []
+        dropped: list[str] = []
+        weights = {iid: o.weight for iid, o in snap.instances.items()}
+        sc = self.cfg.scaling
+        n = len(snap.instances)
+        step = self.cfg.max_weight_step
+        for a in d.actions:
+            if isinstance(a, SetWeight):
+                w0 = weights.get(a.instance_id)
+                if w0 is not None and abs(a.weight - w0) > step:
+                    a = SetWeight(a.instance_id, w0 + step * (1 if a.weight > w0 else -1))
+                    dropped.append(f"weight of {a.instance_id} moved by {step} at most")
+                kept.append(a)
+            elif isinstance(a, AddInstance | RemoveInstance):
+                if now_s - self.last_scale_s < (sc.min_gap_s if sc else 0.0):
+                    dropped.append(f"{type(a).__name__} {a.instance_id}: within min_gap_s")
+                    continue
+                if isinstance(a, RemoveInstance):
+                    if sc is None or n - 1 < sc.min_instances:
+                        dropped.append(f"RemoveInstance {a.instance_id}: below min_instances")
+                        continue
+                    n -= 1
+                else:
+                    if sc is None or (sc.max_instances is not None and n + 1 > sc.max_instances):
+                        dropped.append(f"AddInstance {a.instance_id}: above max_instances")
+                        continue
+                    n += 1
+                kept.append(a)
+            else:
+                kept.append(a)
+        # never every serving instance at weight 0
+        final = dict(weights)
+        removed = {a.instance_id for a in kept if isinstance(a, RemoveInstance)}
+        for a in kept:
+            if isinstance(a, SetWeight):
+                final[a.instance_id] = a.weight
+        staying = [iid for iid in final if iid not in removed]
+        if staying and all(final[i] == 0 for i in staying):
+            kept = [a for a in kept if not (isinstance(a, SetWeight) and a.weight == 0)]
+            dropped.append("every serving instance at weight 0: weight-0 actions dropped")
+        if any(isinstance(a, AddInstance | RemoveInstance) for a in kept):
+            self.last_scale_s = now_s
+        return kept, dropped
+
+
+@dataclass
+class ControllerMetrics:
+    registry: CollectorRegistry = field(default_factory=lambda: CollectorRegistry())
+
+    def __post_init__(self) -> None:
+        r = self.registry
+        self.decisions = Counter(
+            "quell_decisions", "Decisions by policy and kind", ["policy", "reason"], registry=r
+        )
+        self.faults = Counter("quell_faults", "Intervals a part was missing", ["part"], registry=r)
+        self.weight = Gauge("quell_weight", "Weight in force", ["instance"], registry=r)
+        self.rt = Gauge(
+            "quell_measured_rt_seconds",
+            "Mean response time last interval",
+            ["instance"],
+            registry=r,
+        )
+        self.probe = Gauge(
+            "quell_probe_rt_seconds", "Probe download time last interval", ["instance"], registry=r
+        )
+        self.capacity = Gauge(
+            "quell_capacity", "Per-instance capacity the policy computed", ["instance"], registry=r
+        )
+        self.predicted = Gauge(
+            "quell_predicted_rt_seconds",
+            "Response time the policy predicted",
+            ["instance"],
+            registry=r,
+        )
+        self.instances = Gauge("quell_instances", "Serving instances", registry=r)
+
+
+def _per_instance(detail: Any, *keys: str) -> dict[str, float]:
+    """Per-instance numbers in a decision's detail under one of ``keys``, where it has them."""
+    if not isinstance(detail, dict):
+        return {}
+    for k in keys:
+        v = detail.get(k)
+        if isinstance(v, dict):
+            return {
+                str(i): float(x)
+                for i, x in v.items()
+                if isinstance(x, int | float) and not isinstance(x, bool)
+            }
+    return {}
+
+
+class Controller:
+    def __init__(
+        self,
+        cfg: LiveConfig,
+        env: LiveEnvironment,
+        policy: Policy,
+        store: RunStore,
+        apply: bool = False,
+        metrics: ControllerMetrics | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.env = env
+        self.policy = policy
+        self.store = store
+        self.apply_actions = apply
+        self.metrics = metrics or ControllerMetrics()
+        self.guard = Guard(cfg)
+        self.stop_event = threading.Event()
+        self.ticks = 0
+
+    # -- state ---------------------------------------------------------------------------------
+    def resume(self) -> float:
+        """Pick up a run already in the store: the membership, and the time it had reached
+        (the returned offset continues the run's clock)."""
+        meta = self.store.meta()
+        saved = meta.get(STATE_KEY)
+        if isinstance(saved, dict):
+            self.env.restore(saved.get("members", {}))
+            self.guard.last_scale_s = float(saved.get("last_scale_s", -1e18))
+            return float(saved.get("time_s", 0.0))
+        return 0.0
+
+    def save(self, time_s: float) -> None:
+        self.store.set_meta(
+            **{
+                STATE_KEY: {
+                    "members": self.env.membership(),
+                    "time_s": time_s,
+                    "last_scale_s": max(self.guard.last_scale_s, -1e18),
+                    "saved_at": time.time(),
+                }
+            }
+        )
+
+    # -- one interval --------------------------------------------------------------------------
+    def step(self) -> Decision:
+        env = self.env
+        now = env.clock.now()
+        try:
+            snap = env.observe()
+        except Exception as exc:  # one failed observation never ends the run
+            msg = f"{type(exc).__name__}: {exc}"
+            self.store.add_event(now, "cycle_error", message=msg)
+            d = Decision((), f"hold: cannot observe ({msg})", {"kind": "hold"})
+            self._record(now, d, "hold")
+            return d
+        self.store.add_snapshot(snap)
+        for part in env.faults.parts:
+            self.metrics.faults.labels(part.split("/")[0]).inc()
+        self._export(snap)
+        if env.faults:
+            why = "; ".join(f"{p}: {w}" for p, w in sorted(env.faults.parts.items()))
+            d = Decision((), f"hold: keeping the weights in force ({why})", {"kind": "hold"})
+            self._record(snap.time_s, d, "hold")
+            return d
+        decided = self.policy.decide(snap)
+        kept, dropped = self.guard.trim(snap, decided, snap.time_s)
+        reason = decided.reason
+        if dropped:
+            reason += " [guard: " + "; ".join(dropped) + "]"
+        mode = "applied" if self.apply_actions else "dry run"
+        detail = dict(decided.detail)
+        detail["mode"] = mode
+        d = Decision(tuple(kept), reason, detail)
+        kind = "guarded" if dropped else ("act" if kept else "none")
+        if kept or decided.reason:
+            self._record(snap.time_s, d, kind)
+        self._export_detail(decided)
+        if kept and self.apply_actions:
+            try:
+                env.apply(kept)
+            except ActionError as exc:
+                self.store.add_event(
+                    snap.time_s,
+                    "apply_failed",
+                    failed=[[repr(a), why] for a, why in exc.failed],
+                    applied=[repr(a) for a in exc.applied],
+                )
+        return d
+
+    def _record(self, t: float, d: Decision, kind: str) -> None:
+        self.store.add_decision(t, self.policy.name, d)
+        self.metrics.decisions.labels(self.policy.name, kind).inc()
+
+    def _export(self, snap: Snapshot) -> None:
+        m = self.metrics
+        m.instances.set(len(snap.instances))
+        for iid, o in snap.instances.items():
+            if o.weight is not None:
+                m.weight.labels(iid).set(o.weight)
+            if o.mean_rt_seconds is not None:
+                m.rt.labels(iid).set(o.mean_rt_seconds)
+            if (p := o.extra.get(PROBE_KEY)) is not None:
+                m.probe.labels(iid).set(p)
+
+    def _export_detail(self, d: Decision) -> None:
+        for iid, c in _per_instance(d.detail, "capacity", "capacities", "c_eff").items():
+            self.metrics.capacity.labels(iid).set(c)
+        for iid, r in _per_instance(d.detail, "predicted_rt_s", "predicted_rt").items():
+            self.metrics.predicted.labels(iid).set(r)
+
+    # -- the loop ------------------------------------------------------------------------------
+    def run(
+        self, duration_s: float | None, on_tick: Callable[[Decision], None] = lambda d: None
+    ) -> int:
+        """Run every ``interval_s`` until ``duration_s`` (or ``stop``); returns the ticks."""
+        env = self.env
+        interval = self.cfg.interval_s
+        start = env.clock.now()
+        k = 0
+        while not self.stop_event.is_set():
+            k += 1
+            due = start + k * interval
+            if duration_s is not None and due - start > duration_s + 1e-9:
+                break
+            while env.clock.now() < due and not self.stop_event.is_set():
+                self.stop_event.wait(min(0.2, max(0.0, due - env.clock.now())))
+            if self.stop_event.is_set():
+                break
+            d = self.step()
+            self.ticks += 1
+            self.save(env.clock.now())
+            self.store.commit()
+            on_tick(d)
+        return self.ticks
+
+
+def continuing_clock(offset_s: float) -> WallClock:
+    """Wall time continuing a run that had reached ``offset_s`` seconds before this process."""
+    return WallClock(origin=time.monotonic() - offset_s)
+
+
+# -- its own HTTP side -------------------------------------------------------------------------
+def decision_page(store_dir: Path, last: int = 200) -> bytes:
+    store = RunStore.open(store_dir)
+    try:
+        rows = store.decision_log()[-last:]
+    finally:
+        store.close()
+    lines = [
+        "<!doctype html><meta charset=utf-8><title>quell live</title>",
+        "<h1>quell live: decision log</h1><table border=1 cellpadding=3>",
+        "<tr><th>time (s)</th><th>policy</th><th>reason</th><th>actions</th></tr>",
+    ]
+    for t, policy, reason, actions, _ in reversed(rows):
+        lines.append(
+            f"<tr><td>{t:.1f}</td><td>{html.escape(policy)}</td><td>{html.escape(reason)}</td>"
+            f"<td>{html.escape(json.dumps(actions))}</td></tr>"
+        )
+    lines.append("</table>")
+    return "\n".join(lines).encode()
+
+
+def serve(addr: str, port: int, metrics: ControllerMetrics, run_dir: Path) -> ThreadingHTTPServer:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            log.debug(format, *args)
+
+        def do_GET(self) -> None:
+            path = self.path.split("?")[0]
+            if path == "/metrics":
+                body, ctype = generate_latest(metrics.registry), "text/plain; version=0.0.4"
+            elif path == "/":
+                body, ctype = decision_page(run_dir), "text/html; charset=utf-8"
+            else:
+                self.send_response(404)
+                self.end_headers()
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer((addr, port), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, name="quell-live-http", daemon=True).start()
+    return server
+
+
+def actions_text(actions: Sequence[Action]) -> str:
+    return ", ".join(repr(a) for a in actions) or "-"
