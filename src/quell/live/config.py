@@ -10,7 +10,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator
 
 from quell.core.files import load_yaml
 from quell.core.schema import Name, StrictModel, validation_problems
@@ -27,10 +27,11 @@ class Listen(StrictModel):
     addr: str = "127.0.0.1"
     port: Port
 
-    @model_validator(mode="after")
-    def _ip(self) -> Listen:
-        ipaddress.ip_address(self.addr)  # ValueError: "... does not appear to be an IPv4 ..."
-        return self
+    @field_validator("addr")
+    @classmethod
+    def _ip(cls, addr: str) -> str:
+        ipaddress.ip_address(addr)  # ValueError: "... does not appear to be an IPv4 ..."
+        return addr
 
 
 # -- the agent ---------------------------------------------------------------------------------

@@ -259,8 +259,8 @@ class LiveEnvironment:
         stale = self.cfg.prometheus.stale_s
         for iid, vals in list(by.items()):
             age = vals.get("age_s")
-            if age is None or age > stale or vals.get("up") != 1.0:
-                by[iid] = {}  # stale or down: nothing of it counts
+            if age is None or age > stale or vals.get("up") != 1.0 or "cpu" not in vals:
+                by[iid] = {}  # stale, down or without its CPU time: nothing of it counts
         for m in self.members.values():
             if m.host in steal_by_host and m.server in by and by[m.server]:
                 by[m.server]["steal"] = steal_by_host[m.host]

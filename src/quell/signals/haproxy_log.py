@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,7 +25,7 @@ LOG_DIRECTIVE = "log unix@{socket} len 1024 format raw local0 info"
 """The ``global`` line that sends the log to quell's socket."""
 _MARK = "quell "
 MAX_DATAGRAMS = 200_000
-"""The most datagrams one ``drain`` reads (a bound on one call's work)."""
+"""The most requests held between two ``drain`` calls (a bound on memory)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,11 +54,18 @@ def parse_log_line(text: str) -> LoggedRequest | None:
 
 
 class RequestLogSocket:
-    """A unix datagram socket HAProxy logs to; ``drain`` returns what arrived since the last."""
+    """A unix datagram socket HAProxy logs to; ``drain`` returns what arrived since the last.
+
+    A thread of its own receives as datagrams arrive: the kernel queues only
+    ``net.unix.max_dgram_qlen`` (10 by default) datagrams on a unix socket, and HAProxy drops
+    what does not fit (measured: 11 of 60 requests logged when read once every 3 s)."""
 
     def __init__(self, path: Path, rcvbuf_bytes: int = 4 << 20) -> None:
         self.path = Path(path)
         self.skipped = 0
+        self._lock = threading.Lock()
+        self._records: list[LoggedRequest] = []
+        self._error: str | None = None
         with contextlib.suppress(FileNotFoundError):
             if self.path.is_socket():
                 self.path.unlink()
@@ -70,29 +78,45 @@ class RequestLogSocket:
             self._sock.close()
             self._sock = None
             raise ComponentError("haproxy log", f"cannot bind {self.path}: {exc}") from exc
-        self._sock.setblocking(False)
+        self._sock.settimeout(0.2)
+        self._thread = threading.Thread(
+            target=self._receive, args=(self._sock,), name="quell-haproxy-log", daemon=True
+        )
+        self._thread.start()
+
+    def _receive(self, sock: socket.socket) -> None:
+        while self._sock is sock:
+            try:
+                data = sock.recv(2048)
+            except TimeoutError:
+                continue
+            except OSError as exc:
+                if self._sock is sock:
+                    with self._lock:
+                        self._error = str(exc)
+                return
+            rec = parse_log_line(data.decode(errors="replace"))
+            with self._lock:
+                if rec is None:
+                    self.skipped += 1
+                elif len(self._records) < MAX_DATAGRAMS:
+                    self._records.append(rec)
+                else:
+                    self.skipped += 1
 
     def drain(self) -> list[LoggedRequest]:
-        if self._sock is None:
-            raise ComponentError("haproxy log", f"socket {self.path} is closed")
-        out: list[LoggedRequest] = []
-        for _ in range(MAX_DATAGRAMS):
-            try:
-                data = self._sock.recv(2048)
-            except BlockingIOError:
-                break
-            except OSError as exc:
-                raise ComponentError("haproxy log", f"{self.path}: {exc}") from exc
-            rec = parse_log_line(data.decode(errors="replace"))
-            if rec is None:
-                self.skipped += 1
-            else:
-                out.append(rec)
+        with self._lock:
+            if self._sock is None:
+                raise ComponentError("haproxy log", f"socket {self.path} is closed")
+            if self._error is not None:
+                raise ComponentError("haproxy log", f"{self.path}: {self._error}")
+            out, self._records = self._records, []
         return out
 
     def close(self) -> None:
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            self._thread.join(timeout=1.0)
+            sock.close()
             with contextlib.suppress(OSError):
                 self.path.unlink()

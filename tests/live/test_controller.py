@@ -1,0 +1,215 @@
+"""The live environment and controller on recorded Prometheus answers (a fake Prometheus on
+loopback) and an in-memory HAProxy: exact values, holding under every fault and recovering
+within one interval, the guard, dry run, and resuming after a restart."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from quell.core.action import AddInstance, Decision, SetWeight
+from quell.core.clock import VirtualClock
+from quell.core.observation import Snapshot
+from quell.live.config import LiveConfig, parse_config
+from quell.live.controller import Controller
+from quell.live.environment import LiveEnvironment
+from quell.live.prometheus import PrometheusClient
+from quell.probe.severity import PROBE_KEY
+from quell.signals.haproxy_log import LoggedRequest
+from quell.store.run import RunStore
+from tests.live.fakes import RECORDED, FakeLog, FakePrometheus, FakeRuntime, fake_prometheus
+
+
+def config(url: str, **more: Any) -> LiveConfig:
+    doc: dict[str, Any] = {
+        "interval_s": 1.0,
+        "prometheus": {"url": url, "scrape_interval_s": 0.5},
+        "haproxy": {"socket": "/x/haproxy.sock", "backend": "be", "log_socket": "/x/log.sock"},
+        "instances": [
+            {"id": "a", "host": "h1"},
+            {"id": "b", "host": "h2"},
+            {"id": "h2s1", "host": "h2", "slot": True},
+        ],
+        "policy": {"name": "rr"},
+        "probe_period_s": 1.0,
+        "host_link_mbit": {"h1": 100.0, "h2": 100.0},
+        "scaling": {"min_instances": 1, "max_instances": 3},
+        **more,
+    }
+    return parse_config(LiveConfig, doc, "<test>")
+
+
+class Wants:
+    """A policy that asks for the same actions every interval."""
+
+    name = "wants"
+
+    def __init__(self, *actions: Any) -> None:
+        self.actions = actions
+        self.seen = 0
+
+    def decide(self, snapshot: Snapshot) -> Decision:
+        self.seen += 1
+        return Decision(tuple(self.actions), "wants", {})
+
+
+class Rig:
+    def __init__(self, prom: FakePrometheus, run_dir: Path, policy: Any, apply: bool) -> None:
+        self.prom = prom
+        self.cfg = config(prom.url)
+        self.runtime = FakeRuntime({"a": "ready", "b": "ready", "h2s1": "maint"})
+        self.log = FakeLog()
+        self.clock = VirtualClock()
+        self.store = RunStore.create(run_dir)
+        self.env = LiveEnvironment(
+            self.cfg,
+            PrometheusClient(prom.url, 2.0),
+            self.runtime,
+            clock=self.clock,
+            open_log=lambda: self.log,  # type: ignore[arg-type,return-value]
+        )
+        self.ctl = Controller(self.cfg, self.env, policy, self.store, apply=apply)
+
+    def start(self, offset_s: float = 0.0) -> None:
+        self.clock.sleep_until(offset_s)
+        self.env.start()
+
+    def step(self) -> Decision:
+        self.clock.sleep_until(self.clock.now() + 1.0)
+        d = self.ctl.step()
+        self.ctl.save(self.clock.now())
+        self.store.commit()
+        return d
+
+
+@pytest.fixture
+def prom() -> Iterator[FakePrometheus]:
+    with fake_prometheus() as p:
+        yield p
+
+
+def test_a_snapshot_holds_the_recorded_values(prom: FakePrometheus, tmp_path: Path) -> None:
+    rig = Rig(prom, tmp_path, Wants(), apply=False)
+    rig.start()
+    rig.log.pending = [
+        LoggedRequest("a", 200, 0.004),
+        LoggedRequest("a", 200, 0.010),
+        LoggedRequest("a", 503, 0.001),
+        LoggedRequest("b", 200, 0.002),
+    ]
+    rig.clock.sleep_until(1.0)
+    snap = rig.env.observe()
+    assert not rig.env.faults
+    rec = json.loads(RECORDED.read_text())
+
+    def value(expr_start: str, iid: str) -> float:
+        (doc,) = [v for k, v in rec.items() if k.startswith(expr_start)]
+        (s,) = [r for r in doc["data"]["result"] if r["metric"].get("instance") == iid]
+        return float(s["value"][1])
+
+    a = snap.instances["a"]
+    assert set(snap.instances) == {"a", "b"}  # the slot is not in service
+    assert a.cpu_util == value("rate(quell_cgroup_cpu_usage", "a")
+    assert a.net_tx_bytes == round(value("rate(quell_net_transmit", "a") * 1.0)
+    assert a.util_pct == pytest.approx(value("rate(quell_net_transmit", "a") * 8 / 1e8 * 100)
+    assert a.extra[PROBE_KEY] == value("increase(quell_probe", "a")
+    assert (a.requests, a.errors) == (2, 1)
+    assert a.mean_rt_seconds == pytest.approx(0.007)
+    assert snap.instances["b"].mean_rt_seconds == pytest.approx(0.002)
+    assert a.weight == 100
+    (steal,) = [
+        r
+        for r in rec[next(k for k in rec if "steal" in k)]["data"]["result"]
+        if r["metric"]["host"] == "h1"
+    ]
+    assert a.steal_ratio == float(steal["value"][1])
+
+
+@pytest.mark.parametrize("fault", ["nan", "stale", "empty", "down", "haproxy"])
+def test_a_fault_holds_the_weights_and_the_controller_resumes_when_it_ends(
+    fault: str, prom: FakePrometheus, tmp_path: Path
+) -> None:
+    policy = Wants(SetWeight("a", 40), SetWeight("b", 60))
+    rig = Rig(prom, tmp_path, policy, apply=True)
+    rig.start()
+    if fault == "haproxy":
+        rig.runtime.gone = True
+    else:
+        prom.mode = fault  # type: ignore[assignment]
+    held = [rig.step() for _ in range(3)]
+    assert all(d.reason.startswith("hold:") and not d.actions for d in held)
+    assert rig.runtime.weights == {"a": 100, "b": 100, "h2s1": 100}
+    assert policy.seen == 0
+    rig.runtime.gone = False
+    prom.mode = "ok"
+    resumed = rig.step()
+    assert resumed.actions == (SetWeight("a", 40), SetWeight("b", 60))
+    assert rig.runtime.weights["a"] == 40
+    logged = rig.store.decision_log()
+    assert [r[2].startswith("hold:") for r in logged] == [True, True, True, False]
+
+
+def test_prometheus_gone_for_good_is_held_without_a_crash(tmp_path: Path) -> None:
+    with fake_prometheus() as prom:
+        rig = Rig(prom, tmp_path, Wants(SetWeight("a", 5)), apply=True)
+        rig.start()
+    d = rig.step()  # the server is closed: connection refused
+    assert d.reason.startswith("hold:") and "prometheus" in d.reason
+    assert rig.runtime.calls == []
+
+
+def test_the_guard_never_sets_every_weight_to_zero(prom: FakePrometheus, tmp_path: Path) -> None:
+    rig = Rig(prom, tmp_path, Wants(SetWeight("a", 0), SetWeight("b", 0)), apply=True)
+    rig.start()
+    d = rig.step()
+    assert d.actions == () and "every serving instance at weight 0" in d.reason
+    assert rig.runtime.weights["a"] == 100 and rig.runtime.weights["b"] == 100
+
+
+def test_the_guard_keeps_min_instances(prom: FakePrometheus, tmp_path: Path) -> None:
+    from quell.core.action import RemoveInstance
+
+    rig = Rig(prom, tmp_path, Wants(RemoveInstance("a"), RemoveInstance("b")), apply=True)
+    rig.start()
+    d = rig.step()
+    assert d.actions == (RemoveInstance("a"),)
+    assert "below min_instances" in d.reason
+
+
+def test_a_dry_run_changes_nothing_and_logs_what_it_would_do(
+    prom: FakePrometheus, tmp_path: Path
+) -> None:
+    rig = Rig(prom, tmp_path, Wants(SetWeight("a", 30), AddInstance("x1", "h2")), apply=False)
+    rig.start()
+    for _ in range(3):
+        rig.step()
+    assert rig.runtime.calls == []
+    assert rig.runtime.weights == {"a": 100, "b": 100, "h2s1": 100}
+    logged = rig.store.decision_log()
+    assert len(logged) == 3
+    assert all(r[4]["mode"] == "dry run" and len(r[3]) == 2 for r in logged)
+
+
+def test_a_restarted_controller_picks_up_its_run(prom: FakePrometheus, tmp_path: Path) -> None:
+    first = Rig(prom, tmp_path, Wants(AddInstance("x1", "h2", weight=20)), apply=True)
+    first.start()
+    first.step()
+    assert first.runtime.states["h2s1"] == "ready" and first.runtime.weights["h2s1"] == 20
+    first.ctl.policy = Wants()
+    first.step()
+    first.store.close()
+    second = Rig(prom, tmp_path, Wants(SetWeight("x1", 33)), apply=True)
+    second.runtime = first.runtime
+    second.env.runtime = first.runtime
+    offset = second.ctl.resume()
+    assert offset == 2.0
+    second.start(offset)
+    d = second.step()
+    assert d.actions == (SetWeight("x1", 33),)
+    assert first.runtime.weights["h2s1"] == 33
+    times = [r[0] for r in second.store.decision_log()]
+    assert times == [1.0, 2.0, 3.0]
