@@ -1,0 +1,203 @@
+"""Live mode on a standing lab, as a user runs it: ``lab up`` (two hosts, two instances, two
+slots on h2), an agent per host and a real Prometheus as separate processes, then the
+LiveEnvironment through the Environment contract, and a dry run of ``quell live run`` that
+must leave HAProxy's weights and servers exactly as they were while logging what it would
+have done. Under the lab lock; about 40 s. Nothing may survive."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from quell.actuate.haproxy import HAProxyRuntime
+from quell.core.action import Action, AddInstance, RemoveInstance, SetCpuCap, SetMaxConn, SetWeight
+from quell.core.contract import EnvironmentFixture, run_checks
+from quell.live.agent import read_token
+from quell.live.config import load_live_config
+from quell.live.environment import AgentClient, LiveEnvironment
+from quell.live.prometheus import PrometheusClient
+from quell.lab.standing import bring_up, tear_down
+from quell.scenario import parse_scenario
+from quell.signals.cgroup import detect_layout
+from tests.lab.leftovers import leftovers
+
+pytestmark = pytest.mark.lab
+
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+NOT_REPEATABLE = "a live fleet runs real processes: no two runs time alike"
+
+
+def scenario() -> dict[str, Any]:
+    return {
+        "name": "live",
+        "duration_s": 120,
+        "hosts": [{"id": "h1", "link_mbit": 100}, {"id": "h2", "link_mbit": 100}],
+        "instances": [{"id": "a", "host": "h1"}, {"id": "b", "host": "h2"}],
+        "files": [{"path": "/x.bin", "size_bytes": 5000}],
+        "workload": {
+            "arrival": {"process": "deterministic", "rate_rps": 20},
+            "requests": [{"path": "/x.bin"}],
+            "timeout_s": 2,
+        },
+        "probe": {"period_s": 1, "size_bytes": 10_000},
+        "scaling": {"hosts": ["h2"], "boot_s": 0},
+        "policy": {"name": "rr"},
+    }
+
+
+class Stack:
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def start(self, argv: list[str], log: str) -> None:
+        env = {**os.environ, "PYTHONPATH": SRC}
+        with open(self.run_dir / log, "wb") as out:
+            self.procs.append(subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env))
+
+    def stop(self) -> None:
+        for p in reversed(self.procs):
+            p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    root = tmp_path_factory.mktemp("live")
+    run_dir = root / "up"
+    layout = detect_layout()
+    lab = bring_up(parse_scenario(scenario()), root, run_dir, layout, spares=2)
+    s = Stack(run_dir)
+    try:
+        for host in ("h1", "h2"):
+            s.start(
+                [
+                    sys.executable,
+                    "-m",
+                    "quell",
+                    "agent",
+                    "--config",
+                    str(run_dir / f"agent-{host}.yaml"),
+                ],
+                f"agent-{host}.log",
+            )
+        port = int((run_dir / "prometheus.port").read_text())
+        s.start(
+            [
+                "prometheus",
+                f"--config.file={run_dir / 'prometheus.yml'}",
+                f"--storage.tsdb.path={run_dir / 'prom-data'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+            ],
+            "prometheus.log",
+        )
+        prom = PrometheusClient(f"http://127.0.0.1:{port}")
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                if len(prom.query("rate(quell_cgroup_cpu_usage_seconds_total[2s])")) >= 4:
+                    break
+            except Exception:
+                pass
+            time.sleep(0.3)
+        else:
+            pytest.fail("Prometheus never had the agents' series")
+        prom.close()
+        yield s
+    finally:
+        s.stop()
+        tear_down(run_dir, layout)
+        left = leftovers(lab.tag)
+        assert not any(left.values()), left
+
+
+def environment(run_dir: Path) -> LiveEnvironment:
+    cfg = load_live_config(run_dir / "live.yaml")
+    assert cfg.token_file is not None
+    return LiveEnvironment(
+        cfg,
+        PrometheusClient(cfg.prometheus.url),
+        HAProxyRuntime(Path(cfg.haproxy.socket)),
+        AgentClient(cfg.agents, read_token(cfg.token_file)),
+    )
+
+
+def test_the_live_environment_keeps_the_contract(stack: Stack) -> None:
+    supports: frozenset[type[Action]] = frozenset(
+        {SetWeight, SetMaxConn, SetCpuCap, AddInstance, RemoveInstance}
+    )
+    fx = EnvironmentFixture(
+        create=lambda: environment(stack.run_dir),
+        start=LiveEnvironment.start,
+        serving="a",
+        host="h2",
+        supports=supports,
+        step_s=1.2,  # Prometheus scrapes every 0.5 s: a cap shows within a step
+        wait_s=4.0,
+        not_repeatable=NOT_REPEATABLE,
+    )
+    results = run_checks(fx)
+    failed = [r for r in results if r.outcome == "failed"]
+    assert not failed, failed
+    na = {r.check: r.detail for r in results if r.outcome == "not applicable"}
+    assert na == {"check_same_seed": NOT_REPEATABLE}
+
+
+def servers(runtime: HAProxyRuntime) -> list[tuple[str, str, int, int | None]]:
+    return sorted((s.server, s.status, s.weight, s.slim) for s in runtime.show_stat())
+
+
+def test_a_dry_run_changes_nothing_and_logs_what_it_would_have_done(stack: Stack) -> None:
+    cfg = load_live_config(stack.run_dir / "live.yaml")
+    runtime = HAProxyRuntime(Path(cfg.haproxy.socket))
+    runtime.set_weight("be", "b", 30)  # round robin wants it back at equal weight
+    before = servers(runtime)
+    out = stack.run_dir / "dry"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "quell",
+            "live",
+            "run",
+            "--config",
+            str(stack.run_dir / "live.yaml"),
+            "--run-dir",
+            str(out),
+            "--duration",
+            "5",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": SRC},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert servers(runtime) == before
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    assert summary["ticks"] == 5
+    with sqlite3.connect(out / "run.db") as db:
+        rows = db.execute("SELECT reason, actions, detail FROM decisions").fetchall()
+    acted = [json.loads(a) for r, a, d in rows if not r.startswith("hold:")]
+    assert acted, rows
+    assert any(a["type"] == "SetWeight" and a["instance_id"] == "b" for a in acted[0])
+    assert all(
+        json.loads(d).get("mode") == "dry run" for r, _, d in rows if not r.startswith("hold:")
+    )
+    runtime.set_weight("be", "b", 100)
