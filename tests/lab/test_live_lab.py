@@ -21,11 +21,11 @@ import pytest
 from quell.actuate.haproxy import HAProxyRuntime
 from quell.core.action import Action, AddInstance, RemoveInstance, SetCpuCap, SetMaxConn, SetWeight
 from quell.core.contract import EnvironmentFixture, run_checks
+from quell.lab.standing import bring_up, tear_down
 from quell.live.agent import read_token
 from quell.live.config import load_live_config
 from quell.live.environment import AgentClient, LiveEnvironment
 from quell.live.prometheus import PrometheusClient
-from quell.lab.standing import bring_up, tear_down
 from quell.scenario import parse_scenario
 from quell.signals.cgroup import detect_layout
 from tests.lab.leftovers import leftovers
