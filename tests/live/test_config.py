@@ -81,3 +81,10 @@ def test_the_commands_refuse_a_bad_config_with_exit_2(
     assert caught.value.code == 2
     err = capsys.readouterr().err
     assert "problem(s)" in err and "Traceback" not in err
+
+
+def test_the_shipped_examples_are_valid() -> None:
+    deploy = Path(__file__).resolve().parents[2] / "deploy"
+    assert load_agent_config(deploy / "agent.yaml").listen.addr == "127.0.0.1"
+    cfg = load_live_config(deploy / "live.yaml")
+    assert cfg.listen is not None and cfg.listen.addr == "127.0.0.1"

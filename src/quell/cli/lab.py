@@ -106,7 +106,8 @@ def lab_report(run_dir: RunDirArg, as_json: JsonOpt = False) -> None:
 
 @lab_app.command("clean")
 def lab_clean() -> None:
-    """Remove what a killed runner left behind: processes, namespaces, cgroups, tc rules."""
+    """Remove what a killed runner left behind (processes, namespaces, cgroups, tc rules) and
+    every lab `quell lab up` left standing."""
     from rich.markup import escape
 
     from quell.cli.console import out_console
