@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from quell.actuate.haproxy import HAProxyRuntime
@@ -201,3 +202,130 @@ def test_a_dry_run_changes_nothing_and_logs_what_it_would_have_done(stack: Stack
         json.loads(d).get("mode") == "dry run" for r, _, d in rows if not r.startswith("hold:")
     )
     runtime.set_weight("be", "b", 100)
+
+
+class Nudge:
+    """Moves a's weight between 40 and 50 every interval, so each applied interval shows."""
+
+    name = "nudge"
+
+    def __init__(self) -> None:
+        self.k = 0
+
+    def decide(self, snapshot: Any) -> Any:
+        from quell.core.action import Decision
+
+        self.k += 1
+        return Decision((SetWeight("a", 40 + 10 * (self.k % 2)),), "nudge", {})
+
+
+def test_faults_hold_the_weights_and_the_controller_resumes_on_its_own(
+    stack: Stack, tmp_path: Path
+) -> None:
+    from quell.live.controller import Controller, continuing_clock
+    from quell.store.run import RunStore
+
+    run_dir = stack.run_dir
+    cfg = load_live_config(run_dir / "live.yaml")
+    sock = Path(cfg.haproxy.socket)
+    store_dir = tmp_path / "ctl"
+
+    def controller(offset: float = 0.0) -> tuple[Controller, LiveEnvironment, RunStore]:
+        env = environment(run_dir)
+        store = RunStore.create(store_dir)
+        ctl = Controller(cfg, env, Nudge(), store, apply=True)
+        offset = ctl.resume()
+        env.clock = continuing_clock(offset)
+        env.start()
+        return ctl, env, store
+
+    ctl, env, store = controller()
+    log: list[tuple[float, bool]] = []
+
+    def tick() -> bool:
+        env.clock.sleep_until(env.clock.now() + cfg.interval_s)
+        d = ctl.step()
+        ctl.save(env.clock.now())
+        store.commit()
+        held = d.reason.startswith("hold:")
+        log.append((env.clock.now(), held))
+        return held
+
+    def until_acting(within: int) -> int:
+        for k in range(1, within + 1):
+            if not tick():
+                return k
+        return within + 1
+
+    assert until_acting(4) <= 4  # the first windows fill
+    runtime = HAProxyRuntime(sock)
+
+    # an agent killed: held while it is down, acting again once it is back
+    agent = stack.procs[0]
+    agent.terminate()
+    agent.wait(timeout=5)
+    held = [tick() for _ in range(3)]
+    assert held[-1], log
+    weights = {s.server: s.weight for s in runtime.show_stat()}
+    assert any(w > 0 for w in weights.values())
+    stack.start(
+        [sys.executable, "-m", "quell", "agent", "--config", str(run_dir / "agent-h1.yaml")],
+        "agent-h1-again.log",
+    )
+    stack.procs[0], stack.procs[-1] = stack.procs[-1], stack.procs[0]
+    wait_for(f"{cfg.agents['h1']}/metrics")
+    assert until_acting(2) <= 2, log
+
+    # Prometheus stopped: held; restarted on its data, acting again
+    prom = stack.procs[2]
+    argv = [str(a) for a in prom.args]  # type: ignore[union-attr]
+    prom.terminate()
+    prom.wait(timeout=10)
+    assert tick() and tick(), log
+    stack.start(argv, "prometheus-again.log")
+    stack.procs[2], stack.procs[-1] = stack.procs[-1], stack.procs[2]
+    wait_for(f"{cfg.prometheus.url}/-/ready")
+    # back once it has scraped the agents again (a rate needs two scrapes in its window)
+    client = PrometheusClient(cfg.prometheus.url)
+    deadline = time.monotonic() + 15
+    while len(client.query("rate(quell_cgroup_cpu_usage_seconds_total[2s])")) < 4:
+        assert time.monotonic() < deadline, "Prometheus never scraped the agents again"
+        time.sleep(0.1)
+    client.close()
+    assert until_acting(2) <= 2, log
+
+    # HAProxy's socket gone: held, then acting on the first interval it is back
+    moved = sock.with_name("moved.sock")
+    sock.rename(moved)
+    try:
+        assert tick() and tick()
+    finally:
+        moved.rename(sock)
+    assert until_acting(1) == 1, log
+
+    # the controller restarted mid-run: it resumes its time and log, and acts
+    before = len(store.decision_log())
+    env.close()
+    store.close()
+    ctl, env, store = controller()
+    assert until_acting(2) <= 2, log
+    times = [r[0] for r in store.decision_log()]
+    assert before < len(times) == len(log)  # one decision per interval, none lost
+    assert times == sorted(times) and times[before] > times[before - 1]
+    env.close()
+    store.close()
+
+
+def answers(url: str) -> bool:
+    try:
+        with httpx.Client(trust_env=False, timeout=1.0) as c:
+            return c.get(url).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def wait_for(url: str, within_s: float = 15.0) -> None:
+    deadline = time.monotonic() + within_s
+    while not answers(url):
+        assert time.monotonic() < deadline, f"{url} never answered"
+        time.sleep(0.1)
