@@ -88,3 +88,57 @@ def test_the_shipped_examples_are_valid() -> None:
     assert load_agent_config(deploy / "agent.yaml").listen.addr == "127.0.0.1"
     cfg = load_live_config(deploy / "live.yaml")
     assert cfg.listen is not None and cfg.listen.addr == "127.0.0.1"
+
+
+def test_lab_up_configs_give_prima_the_context_the_scenario_gives_it(tmp_path: Path) -> None:
+    from quell.lab.standing import write_live_configs
+    from quell.live.controller import make_policy, policy_context
+    from quell.scenario import load_scenario
+    from quell.scenario.policy import policy_context as scenario_context
+
+    path = Path(__file__).resolve().parents[2] / "scenarios" / "prima" / "demo.yaml"
+    scenario = load_scenario(path)
+    state = {
+        "haproxy": {"socket": "/x/haproxy.sock", "backend": "be", "log_socket": "/x/log.sock"},
+        "client_netns": "/run/netns/x",
+        "probe": {"period_s": 1.0, "size_bytes": 500000},
+        "instances": [
+            {
+                "id": "i1",
+                "host": "h1",
+                "cgroup": "g1",
+                "slot": False,
+                "probe_url": "http://10.77.1.2:8081/p",
+            },
+            {
+                "id": "h2s1",
+                "host": "h2",
+                "cgroup": "g2",
+                "slot": True,
+                "probe_url": "http://10.77.1.3:8081/p",
+            },
+            {
+                "id": "h3s1",
+                "host": "h3",
+                "cgroup": "g3",
+                "slot": True,
+                "probe_url": "http://10.77.1.4:8081/p",
+            },
+        ],
+    }
+    write_live_configs(tmp_path, scenario, state, path.parent)
+    cfg = load_live_config(tmp_path / "live.yaml")
+    live = policy_context(cfg, path.parent)
+    ref = scenario_context(scenario, path.parent)
+    assert live.target_rt_s == ref.target_rt_s == 0.014
+    assert live.interval_s == ref.interval_s
+    assert live.probe_period_s == ref.probe_period_s
+    assert live.probe_util_pct == ref.probe_util_pct
+    assert live.scaling is not None and ref.scaling is not None
+    assert tuple(live.scaling.hosts) == tuple(ref.scaling.hosts) == ("h2", "h3")
+    assert live.scaling.min_instances == ref.scaling.min_instances
+    assert live.scaling.max_instances == ref.scaling.max_instances
+    assert dict(live.initial_instances) == dict(ref.initial_instances) == {"i1": "h1"}
+    assert make_policy(cfg, tmp_path).name == "prima"
+    for host in ("h1", "h2", "h3"):
+        assert load_agent_config(tmp_path / f"agent-{host}.yaml").host == host

@@ -146,13 +146,16 @@ def _bring_up(
             {"tag": bed.tag.value, "pid": os.getpid(), "run_dir": str(run_dir), "standing": True}
         )
     )
-    write_live_configs(run_dir, scenario, state)
+    write_live_configs(run_dir, scenario, state, bed.scenario_dir)
     return StandingLab(run_dir, bed.tag.value, state)
 
 
-def write_live_configs(run_dir: Path, scenario: Scenario, state: dict[str, Any]) -> None:
+def write_live_configs(
+    run_dir: Path, scenario: Scenario, state: dict[str, Any], scenario_dir: Path
+) -> None:
     """An agent config per host, a Prometheus config scraping them and a live controller config,
-    all pointing at the lab in ``state`` (ports picked free now)."""
+    all pointing at the lab in ``state`` (ports picked free now); the policy's relative paths
+    resolve in ``scenario_dir``, as the scenario's do."""
     hosts = sorted({i["host"] for i in state["instances"]})
     agent_ports = {h: free_port() for h in hosts}
     token = run_dir / "agent.token"
@@ -231,6 +234,8 @@ def write_live_configs(run_dir: Path, scenario: Scenario, state: dict[str, Any])
         }
     if probe is not None:
         live["probe_period_s"] = probe["period_s"]
+        live["probe_size_bytes"] = probe["size_bytes"]
+    live["base_dir"] = str(scenario_dir.resolve())
     links = {h.id: h.link_mbit for h in scenario.hosts if h.link_mbit is not None}
     if links:
         live["host_link_mbit"] = links

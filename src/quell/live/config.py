@@ -154,6 +154,12 @@ class LiveConfig(StrictModel):
     target_rt_s: Annotated[float, Field(gt=0)] | None = None
     scaling: LiveScaling | None = None
     probe_period_s: Seconds | None = None
+    probe_size_bytes: Annotated[int, Field(gt=0)] | None = None
+    """The agents' probe file: with ``host_link_mbit``, the share of a host's link the probe
+    itself takes (PRIMA subtracts it)."""
+    base_dir: str | None = None
+    """Where relative paths in the policy's parameters (a model bundle) resolve; default: the
+    config file's directory."""
     host_link_mbit: dict[Identifier, Annotated[float, Field(gt=0)]] = {}
     max_weight_step: Annotated[int, Field(ge=1, le=256)] = 256
     """The most a weight may move in one interval."""

@@ -53,6 +53,11 @@ def policy_context(cfg: LiveConfig, base_dir: Path) -> PolicyContext:
     sc = cfg.scaling
     hosts = list(dict.fromkeys(i.host for i in cfg.instances if i.slot))
     probe_util: dict[str, float] = {}
+    if cfg.probe_period_s is not None and cfg.probe_size_bytes is not None:
+        bits_per_s = cfg.probe_size_bytes * 8 / cfg.probe_period_s
+        probe_util = {
+            h: 100.0 * bits_per_s / (mbit * 1e6) for h, mbit in cfg.host_link_mbit.items()
+        }
     return PolicyContext(
         interval_s=cfg.interval_s,
         target_rt_s=cfg.target_rt_s,
@@ -67,8 +72,11 @@ def policy_context(cfg: LiveConfig, base_dir: Path) -> PolicyContext:
     )
 
 
-def make_policy(cfg: LiveConfig, base_dir: Path) -> Policy:
-    return build_policy(cfg.policy.name, cfg.policy.params, policy_context(cfg, base_dir))
+def make_policy(cfg: LiveConfig, config_dir: Path) -> Policy:
+    """The configured policy; relative paths in its parameters resolve in ``base_dir`` (default:
+    ``config_dir``, the config file's directory)."""
+    base = config_dir / cfg.base_dir if cfg.base_dir is not None else config_dir
+    return build_policy(cfg.policy.name, cfg.policy.params, policy_context(cfg, base))
 
 
 @dataclass
