@@ -136,7 +136,12 @@ def lab_up(
         ),
     ] = 1,
     load: Annotated[
-        bool, typer.Option("--load", help="Start the scenario's load now, for its duration.")
+        bool,
+        typer.Option(
+            "--load",
+            help="Start the scenario's load now and stay to stage its neighbours on time until "
+            "its end (the lab stays up after).",
+        ),
     ] = False,
 ) -> None:
     """Bring a scenario's hosts, instances and HAProxy up with no policy and leave them
@@ -164,6 +169,11 @@ def lab_up(
     out_console.print(f"lab {lab.tag} up: {run_dir}", markup=False, highlight=False)
     for name in ("lab.json", "live.yaml", "prometheus.yml"):
         out_console.print(f"  {run_dir / name}", markup=False, highlight=False)
+    if load:
+        from quell.lab.standing import stage_events
+
+        stage_events(lab, scenario, status=lambda step: say(f"load: {step}"))
+        say(f"load: the scenario's {scenario.duration_s:g} s are over; the lab stays up")
     if as_json:
         emit_json({"run_dir": str(run_dir), "tag": lab.tag, "state": lab.state})
 

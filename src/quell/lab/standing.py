@@ -58,6 +58,20 @@ class StandingLab:
     run_dir: Path
     tag: str
     state: dict[str, Any]
+    testbed: Testbed
+    load_origin: float | None = None
+    """When the load's clock started (monotonic), with ``load``."""
+
+
+def stage_events(lab: StandingLab, scenario: Scenario, status: StatusFn = lambda m: None) -> None:
+    """Start and stop the scenario's neighbours on the load's clock, as ``quell lab run`` does,
+    until the scenario's end; the lab stays up after. Needs the load started (``load``)."""
+    assert lab.load_origin is not None
+    for ev in sorted(scenario.events, key=lambda e: e.at_s):
+        time.sleep(max(0.0, lab.load_origin + ev.at_s - time.monotonic()))
+        lab.testbed.trigger(ev, ev.at_s)
+        status(f"{ev.at_s:g} s: {ev.phase or 'event'}")
+    time.sleep(max(0.0, lab.load_origin + scenario.duration_s - time.monotonic()))
 
 
 def _instance_entry(inst: LabInstance, slot: bool, probe: bool) -> dict[str, Any]:
@@ -116,10 +130,12 @@ def _bring_up(
     status("haproxy")
     log_socket = bed.work / "haproxy-log.sock"
     bed.start_haproxy(serving, slots, log_socket=log_socket)
+    origin = None
     if load:
         status("load")
         bed.write_schedule()
-        bed.start_load(time.monotonic() + 0.3, run_dir / "requests.csv")
+        origin = time.monotonic() + 0.3
+        bed.start_load(origin, run_dir / "requests.csv")
     probe = scenario.probe is not None
     state: dict[str, Any] = {
         "tag": bed.tag.value,
@@ -146,8 +162,11 @@ def _bring_up(
             {"tag": bed.tag.value, "pid": os.getpid(), "run_dir": str(run_dir), "standing": True}
         )
     )
+    if origin is not None:
+        state["load_started_at"] = time.time() + (origin - time.monotonic())
+        (run_dir / STATE_FILE).write_text(json.dumps(state, indent=2) + "\n")
     write_live_configs(run_dir, scenario, state, bed.scenario_dir)
-    return StandingLab(run_dir, bed.tag.value, state)
+    return StandingLab(run_dir, bed.tag.value, state, bed, origin)
 
 
 def write_live_configs(
