@@ -40,6 +40,7 @@ def live_run(
     policy, and (with --apply) act through HAProxy's runtime API, the agents and the scaler.
     Holds the weights in force whenever a part is missing; resumes a run directory it finds."""
     import signal
+    import time
 
     from quell.actuate.haproxy import HAProxyRuntime
     from quell.cli.console import emit_json, say
@@ -65,7 +66,7 @@ def live_run(
             scenario=cfg.name,
             interval_s=cfg.interval_s,
             config_json=cfg.model_dump(mode="json"),
-            started_at=__import__("time").time(),
+            started_at=time.time(),
         )
     prom = PrometheusClient(cfg.prometheus.url, cfg.prometheus.timeout_s)
     agents = AgentClient(cfg.agents, token) if cfg.agents else None
