@@ -35,13 +35,40 @@ def tagged_pids(tag: str, proc_root: Path = Path("/proc")) -> list[int]:
     return out
 
 
-def runner_alive(state_file: Path) -> bool:
+def process_start_ticks(pid: int, proc_root: Path = Path("/proc")) -> int | None:
+    """When process ``pid`` started (clock ticks since boot, /proc/PID/stat field 22), or
+    ``None`` if there is no such process: with the pid, it names one process for good, as a
+    pid alone does not once the pid is reused."""
     try:
-        pid = int(json.loads(state_file.read_text())["pid"])
+        stat = (proc_root / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    try:  # the command name (field 2) is in parentheses and may hold spaces
+        return int(stat[stat.rindex(")") + 2 :].split()[19])
+    except (ValueError, IndexError):
+        return None
+
+
+def runner_record(pid: int | None = None) -> dict[str, int | None]:
+    """What a lab's state.json says of the process that runs it (default: this one)."""
+    pid = os.getpid() if pid is None else pid
+    return {"pid": pid, "pid_start_ticks": process_start_ticks(pid)}
+
+
+def runner_alive(state_file: Path) -> bool:
+    """Whether the process that brought the lab up still runs: the same pid with the same
+    start time (any program: a test runner as well as ``quell``); for a state file without a
+    start time, a live process with "quell" in its command line."""
+    try:
+        state = json.loads(state_file.read_text())
+        pid = int(state["pid"])
     except (OSError, ValueError, KeyError, TypeError):
         return False
     if pid == os.getpid():
         return False
+    started = state.get("pid_start_ticks")
+    if isinstance(started, int):
+        return process_start_ticks(pid) == started
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:

@@ -25,7 +25,7 @@ import yaml
 
 from quell.errors import ComponentError, InputError, Problem
 from quell.lab.balancer import BACKEND, FRONTEND_ADDR, FRONTEND_PORT
-from quell.lab.cleanup import clean_tag
+from quell.lab.cleanup import clean_tag, runner_record
 from quell.lab.instance import LabInstance
 from quell.lab.prober import PROBE_PATH
 from quell.lab.servers import PORT, PROBE_PORT
@@ -159,7 +159,7 @@ def _bring_up(
     (run_dir / STATE_FILE).write_text(json.dumps(state, indent=2) + "\n")
     (bed.work / "state.json").write_text(
         json.dumps(
-            {"tag": bed.tag.value, "pid": os.getpid(), "run_dir": str(run_dir), "standing": True}
+            {"tag": bed.tag.value, **runner_record(), "run_dir": str(run_dir), "standing": True}
         )
     )
     if origin is not None:

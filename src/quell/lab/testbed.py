@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 import sys
 from collections.abc import Callable, Iterable, Sequence
@@ -26,6 +25,7 @@ from quell.lab.balancer import (
     wait_until_up,
 )
 from quell.lab.cgroups import Group, create_group, enable_v2_controllers, remove_group
+from quell.lab.cleanup import runner_record
 from quell.lab.instance import LabInstance
 from quell.lab.loadgen import write_schedule
 from quell.lab.network import Topology, noise_addr
@@ -100,7 +100,7 @@ class Testbed:
         s = self.scenario
         self.work.mkdir(parents=True, exist_ok=True)
         (self.work / "state.json").write_text(
-            json.dumps({"tag": self.tag.value, "pid": os.getpid(), "run_dir": str(self.run_dir)})
+            json.dumps({"tag": self.tag.value, **runner_record(), "run_dir": str(self.run_dir)})
         )
         enable_v2_controllers(self.layout)
         status("network")
