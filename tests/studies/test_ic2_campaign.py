@@ -4,6 +4,7 @@ finds the interference of a run it never saw."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -117,8 +118,19 @@ def test_three_phases_run_what_they_should_and_resume(tmp_path: Path) -> None:
     Trainer(load_campaign(spec(tmp_path)), out, again).train()
     assert again.runs == []
     assert load_detector(out / "detector.json").data.tree == bundle.data.tree
-    # a run whose data was lost runs again, alone; the simulator repeats it exactly
+    # a run whose data file was lost is read again from its finished run directory
     (out / "phase-II" / "onoff-1.npz").unlink()
+    reread = Recorder()
+    Trainer(load_campaign(spec(tmp_path)), out, reread).train()
+    assert reread.runs == []
+    assert (out / "phase-II" / "onoff-1.npz").is_file()
+    # a run lost with its directory runs again, alone; the simulator repeats it exactly
+    (out / "phase-II" / "onoff-1.npz").unlink()
+    for d in (out / "phase-II" / "runs").iterdir():
+        with RunStore.open(d) as store:
+            seed = store.meta()["seed"]
+        if seed == 8:
+            shutil.rmtree(d)
     once = Recorder()
     Trainer(load_campaign(spec(tmp_path)), out, once).train()
     assert [(s, name) for s, name, _, _ in once.runs] == [(8, "ic2")]
@@ -126,13 +138,14 @@ def test_three_phases_run_what_they_should_and_resume(tmp_path: Path) -> None:
 
 
 def test_labels_follow_the_events(tmp_path: Path) -> None:
-    # 200 intervals of 1 s; antagonist on over (30, 70] and (110, 150]; T for 30 s after each
-    # of the 4 changes: 120 T; I: (60, 70] and (140, 150]: 20; NI: the other 60.
+    # 200 intervals of 1 s; antagonist on over (30, 70] and (110, 150]; T for 30 s after the
+    # start of the run and each of the 4 changes: 150 T; I: (60, 70] and (140, 150]: 20;
+    # NI: (100, 110] and (180, 200]: 30.
     out = tmp_path / "out"
     Trainer(load_campaign(spec(tmp_path, runs=1)), out, run_sim).train()
     with np.load(out / "phase-I" / "onoff-0.npz") as f:
         y, t = f["y"], f["time_s"]
-    assert np.bincount(y, minlength=3).tolist() == [60, 120, 20]
+    assert np.bincount(y, minlength=3).tolist() == [30, 150, 20]
     assert t[y == 2].tolist() == [*range(61, 71), *range(141, 151)]
     timelines = interfered_instances(load_scenario(onoff(tmp_path)))
     assert list(timelines) == ["i2"]  # i1's host runs no antagonist

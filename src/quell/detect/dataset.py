@@ -117,15 +117,17 @@ def from_run(
     run: int = 0,
     source: str = "",
     transient_s: float = TRANSIENT_S,
+    warmup_s: float = 0.0,
 ) -> Dataset:
-    """One instance's intervals of one run, labelled from its antagonist timeline."""
+    """One instance's intervals of one run, labelled from its antagonist timeline (the first
+    ``warmup_s`` as T: ``label_intervals``)."""
     names = check_features(features)
     end = np.array([o.time_s for o in observations], dtype=float)
     width = np.array([o.interval_s for o in observations], dtype=float)
     return Dataset(
         names,
         feature_matrix(observations, names),
-        label_intervals(end, width, timeline, transient_s),
+        label_intervals(end, width, timeline, transient_s, warmup_s),
         end,
         np.full(len(observations), run, dtype=np.int64),
         source,

@@ -115,11 +115,14 @@ def label_intervals(
     interval_s: float | Sequence[float] | FloatArray,
     timeline: Timeline,
     transient_s: float = TRANSIENT_S,
+    warmup_s: float = 0.0,
 ) -> IntArray:
-    """The class of each interval ``[end − interval, end)`` (codes of ``CLASSES``)."""
+    """The class of each interval ``[end − interval, end)`` (codes of ``CLASSES``); intervals
+    that start before ``warmup_s`` are T as well: the service's own start, while its workers
+    spawn and its caches fill, is a change of context like an antagonist's."""
     end = np.asarray(end_s, dtype=float)
     start = end - np.broadcast_to(np.asarray(interval_s, dtype=float), end.shape)
-    transient = np.zeros(end.shape, dtype=bool)
+    transient = start < warmup_s
     for c in timeline.changes_s():
         transient |= (start < c + transient_s) & (end > c)
     labels = np.where(timeline.active((start + end) / 2), I, NI).astype(np.int64)

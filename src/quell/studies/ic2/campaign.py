@@ -6,14 +6,14 @@ started and stopped by its ``events``), where to run them and how to grow the tr
 runs every scenario ``runs`` times (run k with the scenario's seed + k): phase I with the scenario's servers as
 configured and no policy acting (``static``: IC2 off), phases II and III with the ``ic2``
 policy detecting with the last phase's tree. Each run's intervals of every instance on a host
-that runs an antagonist are labelled from the scenario's events (``quell.detect.labels``) and
-kept; ``quell.detect.dataset.bootstrap`` trains the three trees.
+that runs an antagonist are labelled from the scenario's events (``quell.detect.labels``; the
+run's first ``transient_s`` are T too, the service warming up) and kept; ``quell.detect.dataset.bootstrap`` trains the three trees.
 
 Everything lands in the output directory as it is measured, so a campaign stopped part-way
 resumes where it stopped: ``spec.json`` (the spec and the scenarios as read; a directory of
 another spec is refused), per phase ``phase-<P>/runs/`` (the run directories, kept whole),
-``phase-<P>/<scenario>-<k>.npz`` (one run's labelled intervals: written last, so a run
-without it is run again) and ``phase-<P>/detector.json`` (the phase's tree, which the next
+``phase-<P>/<scenario>-<k>.npz`` (one run's labelled intervals: written last; a run without
+it is read again from its run directory if that run finished, run again otherwise) and ``phase-<P>/detector.json`` (the phase's tree, which the next
 phase's runs load). The final tree is ``detector.json``, with ``training.json`` beside it.
 
 **Scoring** (``score_run``): a detector's verdicts on a recorded run's interfered instances,
@@ -24,6 +24,7 @@ metrics.
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -194,7 +195,9 @@ def run_dataset(
 ) -> Dataset:
     """The labelled intervals of every interfered instance of a recorded run."""
     parts = [
-        from_run(store.observations(iid), tl, features, run, scenario.name, transient_s)
+        from_run(
+            store.observations(iid), tl, features, run, scenario.name, transient_s, transient_s
+        )
         for iid, tl in interfered_instances(scenario).items()
     ]
     return concat(parts, scenario.name)
@@ -219,6 +222,28 @@ def _load(path: Path, source: str) -> Dataset:
 
 
 # -- training ------------------------------------------------------------------------------------
+def finished_run(runs_dir: Path, scenario: Scenario) -> Path | None:
+    """A run of exactly ``scenario`` in ``runs_dir`` that ran to its end (its summary says
+    complete), if there is one: its data is kept and read again rather than measured again
+    (after a stop between the run's end and its data's, or to label it anew)."""
+    if not runs_dir.is_dir():
+        return None
+    want = scenario.model_dump(mode="json")
+    for d in sorted(runs_dir.iterdir()):
+        summary = d / "summary.json"
+        if not summary.is_file():
+            continue
+        try:
+            if not json.loads(summary.read_text()).get("complete"):
+                continue
+            with RunStore.open(d) as store:
+                if store.meta().get("scenario_json") == want:
+                    return d
+        except (OSError, ValueError, InputError):
+            continue
+    return None
+
+
 Progress = Callable[[float, str], None]
 """(seconds of runs done in the whole campaign, what runs now)."""
 
@@ -309,13 +334,15 @@ class Trainer:
     ) -> None:
         spec = self.campaign.spec
         scenario = sc.model_copy(update={"seed": sc.seed + k, "policy": policy, "compare": []})
+        run_dir = finished_run(runs_dir, scenario)
+        if run_dir is None:
 
-        @contextmanager
-        def progress() -> Iterator[ProgressFn]:
-            yield lambda t, _phase: self.progress(done_s + t, label)
+            @contextmanager
+            def progress() -> Iterator[ProgressFn]:
+                yield lambda t, _phase: self.progress(done_s + t, label)
 
-        summary = self.run_fn(scenario, path, runs_dir, progress)
-        with RunStore.open(Path(summary["run_dir"])) as store:
+            run_dir = Path(self.run_fn(scenario, path, runs_dir, progress)["run_dir"])
+        with RunStore.open(run_dir) as store:
             d = run_dataset(store, scenario, tuple(spec.features), k, spec.transient_s)
         _save(data_path, d)
 
@@ -364,7 +391,7 @@ def score_run(
         obs = store.observations(iid)
         end = np.array([o.time_s for o in obs], dtype=float)
         width = np.array([o.interval_s for o in obs], dtype=float)
-        truth = label_intervals(end, width, tl, transient_s)
+        truth = label_intervals(end, width, tl, transient_s, transient_s)
         pred = tree.predict(feature_matrix(obs, tree.features))
         y_true += truth.tolist()
         y_pred += pred.tolist()
