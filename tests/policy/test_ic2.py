@@ -266,6 +266,22 @@ def test_online_reconfiguration_is_not_graceful() -> None:
     assert _actions(decisions)[0][1].graceful is False
 
 
+def test_online_it_moves_only_what_can_change_online() -> None:
+    # the same case as Algorithm 1 by hand above (MXC 48, KAT 5.9, PHP 128) but online: by
+    # default only MaxRequestWorkers, which the lab changes without a restart
+    acts = _actions(_run(_policy(graceful=False), [CLEAN] * 4 + [SLOW] * 3))
+    assert acts[0][1] == ReconfigureServer("i1", {"max_request_workers": 48}, False)
+    every = "max_request_workers,keepalive_timeout_s,php_max_children"
+    acts = _actions(_run(_policy(graceful=False, online_settings=every), [CLEAN] * 4 + [SLOW] * 3))
+    assert acts[0][1].settings == {
+        "max_request_workers": 48,
+        "keepalive_timeout_s": 5.9,
+        "php_max_children": 128,
+    }
+    with pytest.raises(ValueError, match="online_settings"):
+        _policy(online_settings="max_request_workers,threads")
+
+
 def test_without_clean_intervals_only_php_moves() -> None:
     decisions = _run(_policy(), [SLOW] * 3)
     assert _actions(decisions)[0][1].settings == {"php_max_children": 128}

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import deque
+from dataclasses import replace
 
 from quell.core.action import Action, Decision, ReconfigureServer
 from quell.core.observation import Observation, Snapshot
@@ -197,6 +198,10 @@ class Ic2Policy:
         else:
             target = self.baseline_
             why = f"{iid} entered NI2 (interference gone): back to the baseline"
+        if not self.params.graceful:
+            online = self.params.online
+            kept = {k: v for k, v in in_force.as_dict().items() if k not in online}
+            target = replace(target, **kept)  # type: ignore[arg-type]
         state.asked = target
         change = in_force.changed(target)
         out["fired"] = fired

@@ -71,6 +71,12 @@ class Ic2Params(BaseModel):
     graceful: bool = True
     """True: reconfigure by a graceful restart (the paper's httpd-basic, ``apachectl -k
     graceful``); False: online, without restarting the workers (its httpd-online)."""
+    online_settings: str = "max_request_workers"
+    """With ``graceful`` False, the settings reconfigured, comma-separated (the others stay as
+    they are): what
+    the environment can change without a restart. The lab changes MaxRequestWorkers online (as
+    HAProxy's maxconn) and refuses KeepAliveTimeout and max_children online; the simulator
+    can change all three."""
     states: Literal[2, 5] = 5
     """The state machine: 5 (NI2/NI1/T/I1/I2, the paper's EC2 one) or 2 (its testbed's)."""
     qos_rt_s: Annotated[float, Field(gt=0)] | None = None
@@ -82,6 +88,11 @@ class Ic2Params(BaseModel):
     (NI verdicts in NI2 with the baseline in force)."""
     evidence_intervals: Annotated[int, Field(ge=1, le=1000)] = 3
     """LPO and RT for Algorithm 1: medians over the last this many I verdicts before I2."""
+
+    @property
+    def online(self) -> frozenset[str]:
+        """``online_settings`` as a set of names."""
+        return frozenset(n.strip() for n in self.online_settings.split(",") if n.strip())
 
     @property
     def baseline(self) -> Settings:
@@ -150,6 +161,13 @@ class Ic2Params(BaseModel):
             problems.append(
                 f"interference_php_max_children ({php}) must lie {way} the baseline"
                 f" ({self.php_max_children}): {self.context_change} moves it that way"
+            )
+        known = {"max_request_workers", "keepalive_timeout_s", "php_max_children"}
+        unknown = sorted(self.online - known)
+        if unknown or not self.online:
+            problems.append(
+                f"online_settings ({self.online_settings!r}) must name one or more of"
+                f" {', '.join(sorted(known))}"
             )
         if problems:
             raise ValueError("; ".join(problems))
