@@ -3,6 +3,7 @@ server setting."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -42,6 +43,44 @@ def _run_fn(env: str) -> RunFn:
 
 def _model_path(model: Path) -> Path:
     return model / "detector.json" if model.is_dir() else model
+
+
+Columns = list[tuple[str, str, str]]
+"""(header, key, format): ``s`` text on the left, ``ms`` seconds shown in milliseconds, any
+other a format spec; a missing or ``None`` value shows as -."""
+
+
+def _print_rows(title: str, cols: Columns, rows: list[dict[str, Any]]) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    from quell.cli.console import out_console
+
+    table = Table(title=escape(title), title_justify="left")
+    for header, _, fmt in cols:
+        table.add_column(header, justify="left" if fmt == "s" else "right")
+    for row in rows:
+        cells = []
+        for _, key, fmt in cols:
+            v = row.get(key)
+            if v is None:
+                cells.append("-")
+            elif fmt == "ms":
+                cells.append(f"{1e3 * v:.1f}")
+            else:
+                cells.append(escape(format(v, fmt)))
+        table.add_row(*cells)
+    out_console.print(table)
+
+
+def _recorded_scenario(store: Any, run_dir: Path) -> dict[str, Any]:
+    """The scenario a recorded run ran, as its run store keeps it."""
+    from quell.errors import InputError, Problem
+
+    recorded = store.meta().get("scenario_json")
+    if not isinstance(recorded, dict):
+        raise InputError(str(run_dir), [Problem("meta.scenario_json", "missing")])
+    return recorded
 
 
 @ic2_app.command("train")
@@ -88,7 +127,7 @@ def ic2_train(
         emit_json({"detector": str(out / "detector.json"), "phases": phases})
 
 
-EVAL_COLUMNS: tuple[tuple[str, str, str], ...] = (
+EVAL_COLUMNS: Columns = [
     ("inst", "instance", "s"),
     ("recall", "recall", ".3f"),
     ("prec", "precision", ".3f"),
@@ -98,7 +137,7 @@ EVAL_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("onsets", "detect_events", "d"),
     ("missed", "detect_missed", "d"),
     ("n", "samples", "d"),
-)
+]
 
 
 @ic2_app.command("evaluate")
@@ -125,7 +164,7 @@ def ic2_evaluate(
     """Run SCENARIO (or read a recorded run of it) and score the detector against the labels
     its antagonists' events give: recall, precision and miss rate of class I per interval, and
     the median detection and clearing latency of the state machine."""
-    from quell.cli.console import emit_json, out_console, progress_bar, say
+    from quell.cli.console import emit_json, progress_bar, say
     from quell.core.files import write_json
     from quell.detect.bundle import load_detector
     from quell.errors import InputError, Problem
@@ -186,30 +225,17 @@ def ic2_evaluate(
         **result,
     }
     write_json(run / "ic2-evaluation.json", doc)
-    _print_evaluation(doc, out_console)
+    _print_evaluation(doc)
     say(f"evaluation written to {run / 'ic2-evaluation.json'}")
     if as_json:
         emit_json(doc)
 
 
-def _print_evaluation(doc: dict[str, Any], console: Any) -> None:
-    from rich.markup import escape
-    from rich.table import Table
-
-    table = Table(
-        title=f"{escape(doc['scenario'])}: class I, {doc['states']}-state machine",
-        title_justify="left",
-    )
-    for header, _, fmt in EVAL_COLUMNS:
-        table.add_column(header, justify="left" if fmt == "s" else "right")
+def _print_evaluation(doc: dict[str, Any]) -> None:
     rows = [{"instance": iid, **r} for iid, r in doc["instances"].items()]
     if len(rows) > 1:
         rows.append({**doc, "instance": "all"})
-    for row in rows:
-        table.add_row(
-            *("-" if row.get(k) is None else escape(format(row[k], f)) for _, k, f in EVAL_COLUMNS)
-        )
-    console.print(table)
+    _print_rows(f"{doc['scenario']}: class I, {doc['states']}-state machine", EVAL_COLUMNS, rows)
 
 
 @ic2_app.command("sweep")
@@ -271,10 +297,8 @@ def ic2_table4(
     --first-s seconds of each antagonist period and after, the reduction against the first
     run, and when the policy reconfigured; with request logs, also by send time: the mean
     over the periods and how many requests waited longer than --first-s or failed."""
-    from rich.markup import escape
-    from rich.table import Table
 
-    from quell.cli.console import emit_json, out_console
+    from quell.cli.console import emit_json
     from quell.errors import InputError, Problem
     from quell.scenario.model import Scenario
     from quell.store.run import RunStore
@@ -284,9 +308,7 @@ def ic2_table4(
     scenarios: list[dict[str, Any]] = []
     for d in run_dirs:
         with RunStore.open(d) as store:
-            recorded = store.meta().get("scenario_json")
-        if not isinstance(recorded, dict):
-            raise InputError(str(d), [Problem("meta.scenario_json", "missing")])
+            recorded = _recorded_scenario(store, d)
         pol = recorded.get("policy") or {}
         label = str(pol.get("label") or pol.get("name") or d.name)
         while label in {lbl for lbl, _ in labelled}:
@@ -302,12 +324,8 @@ def ic2_table4(
         raise InputError("--first-s", [Problem("", f"must be > 0, got {first_s:g}")])
     scenario = Scenario.model_validate({**scenarios[0], "policy": {"name": "static"}})
     doc = table4(scenario, labelled, first_s)
-    table = Table(
-        title=f"{escape(doc['scenario'])}: mean RT of the interfered instances under interference",
-        title_justify="left",
-    )
-    cols = [
-        ("policy", None, "s"),
+    cols: Columns = [
+        ("policy", "policy", "s"),
         (f"first {first_s:g} s ms", "first_rt_s", "ms"),
         ("cut %", "first_reduction_pct", ".1f"),
         ("after ms", "after_rt_s", "ms"),
@@ -324,20 +342,8 @@ def ic2_table4(
             ("cut %", "sent_reduction_pct", ".1f"),
             (f"> {first_s:g} s", "sent_over_first_s", "d"),
         ]
-    for header, _, fmt in cols:
-        table.add_column(header, justify="left" if fmt == "s" else "right")
-    for label, row in doc["rows"].items():
-        cells = [escape(label)]
-        for _, key, fmt in cols[1:]:
-            v = row.get(key or "")
-            if v is None:
-                cells.append("-")
-            elif fmt == "ms":
-                cells.append(f"{1e3 * v:.1f}")
-            else:
-                cells.append(format(v, fmt))
-        table.add_row(*cells)
-    out_console.print(table)
+    title = f"{doc['scenario']}: mean RT of the interfered instances under interference"
+    _print_rows(title, cols, [{"policy": label, **row} for label, row in doc["rows"].items()])
     if as_json:
         emit_json(doc)
 
@@ -351,32 +357,20 @@ def ic2_ablate(
 ) -> None:
     """The cost ablation (1:1:1 against 5:1:10, as weights and as expected cost): trees grown
     on a finished campaign's last-phase data, scored on recorded runs it never saw."""
-    from rich.markup import escape
-    from rich.table import Table
 
-    from quell.cli.console import emit_json, out_console
-    from quell.errors import InputError, Problem
+    from quell.cli.console import emit_json
     from quell.scenario.model import Scenario
     from quell.store.run import RunStore
     from quell.studies.ic2.campaign import ablation, load_campaign
 
     campaign = load_campaign(spec_path)
-    stores = []
-    try:
+    with contextlib.ExitStack() as stack:
         runs = []
         for d in run_dirs:
-            store = RunStore.open(d)
-            stores.append(store)
-            recorded = store.meta().get("scenario_json")
-            if not isinstance(recorded, dict):
-                raise InputError(str(d), [Problem("meta.scenario_json", "missing")])
-            runs.append((store, Scenario.model_validate(recorded)))
+            store = stack.enter_context(RunStore.open(d))
+            runs.append((store, Scenario.model_validate(_recorded_scenario(store, d))))
         rows = ablation(campaign, out, runs)
-    finally:
-        for s in stores:
-            s.close()
-    table = Table(title="cost ablation: class I on runs the trees never saw", title_justify="left")
-    cols = [
+    cols: Columns = [
         ("test", "test", "s"),
         ("cost", "cost", "s"),
         ("method", "method", "s"),
@@ -388,13 +382,7 @@ def ic2_ablate(
         ("detect s", "detect_latency_s", ".1f"),
         ("clear s", "clear_latency_s", ".1f"),
     ]
-    for header, _, fmt in cols:
-        table.add_column(header, justify="left" if fmt == "s" else "right")
-    for row in rows:
-        table.add_row(
-            *("-" if row.get(k) is None else escape(format(row[k], f)) for _, k, f in cols)
-        )
-    out_console.print(table)
+    _print_rows("cost ablation: class I on runs the trees never saw", cols, rows)
     if as_json:
         emit_json({"spec": str(spec_path), "campaign": str(out), "rows": rows})
 

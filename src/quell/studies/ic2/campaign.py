@@ -316,7 +316,7 @@ class Trainer:
                 label = f"phase {phase} {path.stem} #{k}"
                 if not data_path.exists():
                     self._run(path, sc, k, policy, pdir / "runs", data_path, done_s, label)
-                parts.append(_load(data_path, f"{label}"))
+                parts.append(_load(data_path, label))
                 done_s += sc.duration_s
                 self.progress(done_s, label)
         return concat(parts, f"phase {phase}")
