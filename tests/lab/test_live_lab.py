@@ -319,6 +319,135 @@ def test_faults_hold_the_weights_and_the_controller_resumes_on_its_own(
     store.close()
 
 
+class FaultyExporter:
+    """Stands in for an agent on its own port, serving the agent's last real scrape altered:
+    every value NaN, or every sample stamped with one frozen time (an exporter whose clock
+    or relay stopped: Prometheus keeps answering with the old sample, older every second)."""
+
+    def __init__(self, port: int, text: str) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.mode = "nan"
+        self.frozen_ms = 0
+        self.lines = [line for line in text.splitlines() if line]
+        exporter = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                body = exporter.body().encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def body(self) -> str:
+        out = []
+        for line in self.lines:
+            if line.startswith("#"):
+                out.append(line)
+                continue
+            series, value = line.rsplit(" ", 1)
+            if self.mode == "nan":
+                out.append(f"{series} NaN")
+            else:
+                out.append(f"{series} {value} {self.frozen_ms}")
+        return "\n".join(out) + "\n"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_nan_and_stale_metrics_are_held_and_the_controller_resumes_on_its_own(
+    stack: Stack, tmp_path: Path
+) -> None:
+    """Agent h1's port answers, but with NaN values, then with samples frozen in time: the
+    controller holds (the weights in force stay, never all 0) while either lasts, and acts
+    again within two intervals of the real agent's return."""
+    from urllib.parse import urlsplit
+
+    from quell.live.controller import Controller, continuing_clock
+    from quell.store.run import RunStore
+
+    run_dir = stack.run_dir
+    cfg = load_live_config(run_dir / "live.yaml")
+    env = environment(run_dir)
+    store = RunStore.create(tmp_path / "ctl")
+    ctl = Controller(cfg, env, Nudge(), store, apply=True)
+    env.clock = continuing_clock(ctl.resume())
+    env.start()
+    runtime = HAProxyRuntime(Path(cfg.haproxy.socket))
+    reasons: list[str] = []
+
+    def tick() -> bool:
+        env.clock.sleep_until(env.clock.now() + cfg.interval_s)
+        d = ctl.step()
+        ctl.save(env.clock.now())
+        store.commit()
+        reasons.append(d.reason)
+        return d.reason.startswith("hold:")
+
+    def until_acting(within: int) -> int:
+        for k in range(1, within + 1):
+            if not tick():
+                return k
+        return within + 1
+
+    try:
+        assert until_acting(4) <= 4, reasons
+        url = cfg.agents["h1"]
+        with httpx.Client(trust_env=False, timeout=2.0) as c:
+            text = c.get(f"{url}/metrics").text
+        agent = stack.procs[0]
+        agent.terminate()
+        agent.wait(timeout=5)
+        port = urlsplit(url).port
+        assert port is not None
+        fake = FaultyExporter(port, text)
+        try:
+            # NaN: held from the first interval the NaN samples fill the rate window
+            held = [tick() for _ in range(4)]
+            assert held[-2:] == [True, True], reasons
+            assert "agent" in reasons[-1], reasons
+            assert any(s.weight > 0 for s in runtime.show_stat())
+            # stale: real values, one frozen timestamp; held once it is older than stale_s
+            fake.frozen_ms = int(time.time() * 1000)
+            fake.mode = "stale"
+            stale_ticks = int(cfg.prometheus.stale_s / cfg.interval_s) + 3
+            held = [tick() for _ in range(stale_ticks)]
+            assert held[-2:] == [True, True], reasons
+            assert any(s.weight > 0 for s in runtime.show_stat())
+        finally:
+            fake.close()
+        stack.start(
+            [sys.executable, "-m", "quell", "agent", "--config", str(run_dir / "agent-h1.yaml")],
+            "agent-h1-after-faulty.log",
+        )
+        stack.procs[0], stack.procs[-1] = stack.procs[-1], stack.procs[0]
+        wait_for(f"{url}/metrics")
+        client = PrometheusClient(cfg.prometheus.url)
+        deadline = time.monotonic() + 15
+        while len(client.query("rate(quell_cgroup_cpu_usage_seconds_total[2s])")) < 4:
+            assert time.monotonic() < deadline, "Prometheus never scraped the agent again"
+            time.sleep(0.1)
+        client.close()
+        assert until_acting(2) <= 2, reasons
+        assert len(store.decision_log()) == len(reasons)  # one decision per interval
+    finally:
+        env.close()
+        store.close()
+
+
 def answers(url: str) -> bool:
     try:
         with httpx.Client(trust_env=False, timeout=1.0) as c:
