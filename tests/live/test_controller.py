@@ -213,3 +213,92 @@ def test_a_restarted_controller_picks_up_its_run(prom: FakePrometheus, tmp_path:
     assert first.runtime.weights["h2s1"] == 33
     times = [r[0] for r in second.store.decision_log()]
     assert times == [1.0, 2.0, 3.0]
+
+
+class Remembers:
+    """A policy whose decision is its memory: the times of every snapshot it has decided on."""
+
+    name = "remembers"
+
+    def __init__(self) -> None:
+        self.seen: list[float] = []
+
+    def decide(self, snapshot: Snapshot) -> Decision:
+        self.seen.append(snapshot.time_s)
+        return Decision((), f"seen {len(self.seen)}", {"seen": list(self.seen)})
+
+
+def test_a_restarted_controller_rebuilds_its_policys_memory(
+    prom: FakePrometheus, tmp_path: Path
+) -> None:
+    """The policy of a restarted controller has decided on exactly the snapshots the first
+    one's policy had (the held interval left out), so its next decision is the one an
+    uninterrupted controller would have made."""
+    whole = Rig(prom, tmp_path / "whole", Remembers(), apply=True)
+    first = Rig(prom, tmp_path / "cut", Remembers(), apply=True)
+    for rig in (whole, first):
+        rig.start()
+    for k in range(4):
+        prom.mode = "nan" if k == 2 else "ok"
+        d_whole, d_first = whole.step(), first.step()
+        assert d_whole.reason == d_first.reason
+    assert d_first.reason == "seen 3"  # the NaN interval was held, not decided on
+    first.store.close()
+    second = Rig(prom, tmp_path / "cut", Remembers(), apply=True)
+    offset = second.ctl.resume()
+    assert second.ctl.replayed == 3
+    assert second.ctl.policy.seen == first.ctl.policy.seen  # type: ignore[attr-defined]
+    second.start(offset)
+    prom.mode = "ok"
+    assert second.step().detail["seen"] == whole.step().detail["seen"]
+
+
+def test_the_page_shows_the_last_hours_plots_and_serves_only_those(
+    prom: FakePrometheus, tmp_path: Path
+) -> None:
+    import httpx
+
+    from quell.live.controller import PlotCache, serve
+    from quell.report.live_plots import LIVE_PLOTS, write_live_plots
+
+    run_dir = tmp_path / "run"
+    rig = Rig(prom, run_dir, Wants(SetWeight("a", 60)), apply=True)
+    rig.start()
+    for _ in range(3):
+        rig.step()
+    rig.store.commit()
+    draws: list[int] = []
+
+    def draw() -> list[Path]:
+        draws.append(1)
+        return write_live_plots(run_dir, run_dir / "plots", 0.014)
+
+    server = serve("127.0.0.1", 0, rig.ctl.metrics, run_dir, PlotCache(draw, max_age_s=60.0))
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        with httpx.Client(trust_env=False, timeout=30.0) as c:
+            page = c.get(f"{url}/").text
+            assert [n for n in LIVE_PLOTS if f'src="/plots/{n}"' in page] == list(LIVE_PLOTS)
+            assert "wants" in page  # the decision log is still there
+            png = c.get(f"{url}/plots/response_time.png")
+            assert png.status_code == 200 and png.content[:8] == b"\x89PNG\r\n\x1a\n"
+            assert png.headers["content-type"] == "image/png"
+            assert c.get(f"{url}/plots/../run.db").status_code == 404
+            assert c.get(f"{url}/plots/run.db").status_code == 404
+            c.get(f"{url}/")
+        assert len(draws) == 1  # drawn once per max_age_s, not per request
+    finally:
+        server.shutdown()
+        server.server_close()
+        rig.store.close()
+
+
+def test_a_failing_drawing_leaves_the_page_without_plots() -> None:
+    from quell.live.controller import PlotCache
+
+    def draw() -> list[Path]:
+        raise ValueError("no data")
+
+    cache = PlotCache(draw, max_age_s=0.0)
+    assert cache.refresh() == []
+    assert cache.read("response_time.png") is None

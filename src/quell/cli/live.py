@@ -83,9 +83,14 @@ def live_run(
     try:
         env.start()
         if cfg.listen is not None:
-            server = serve(cfg.listen.addr, cfg.listen.port, ctl.metrics, out)
+            from quell.live.controller import PlotCache
+            from quell.report.live_plots import write_live_plots
+
+            cache = PlotCache(lambda: write_live_plots(out, out / "plots", cfg.target_rt_s))
+            server = serve(cfg.listen.addr, cfg.listen.port, ctl.metrics, out, cache)
         mode = "applying" if apply else "dry run (nothing is changed; --apply to act)"
-        say(f"live {cfg.name}: {policy.name}, {mode}; {'resumed' if resumed else 'new'} run {out}")
+        how = f"resumed ({ctl.replayed} snapshots replayed to the policy)" if resumed else "new"
+        say(f"live {cfg.name}: {policy.name}, {mode}; {how} run {out}")
 
         def tick(d: object) -> None:
             from quell.core.action import Decision

@@ -12,10 +12,12 @@ default) nothing is applied: the decisions are logged and exported all the same.
 
 Every decision, applied or not, goes to the run store as it is made (committed each interval);
 the controller's own state (which instance is which HAProxy server, the run's time) is kept in
-the store's meta, so a controller restarted on the same run directory picks up where it was.
+the store's meta, so a controller restarted on the same run directory picks up where it was;
+the policy's memory (PRIMA's windows and trials, a stabilisation window) is rebuilt by replaying
+the stored snapshots through it.
 Its own ``/metrics``: ``quell_decisions_total{policy,reason}``, per-instance weight, measured
 RT, probe RT and capacity or predicted RT where the policy's decision gives them, faults by
-part; ``/`` is a small page with the decision log."""
+part; ``/`` is a small page with the last hour's plots and the decision log."""
 
 from __future__ import annotations
 
@@ -198,18 +200,33 @@ class Controller:
         self.guard = Guard(cfg)
         self.stop_event = threading.Event()
         self.ticks = 0
+        self.replayed = 0
+        """Snapshots the policy decided on again when the controller resumed a run."""
 
     # -- state ---------------------------------------------------------------------------------
     def resume(self) -> float:
-        """Pick up a run already in the store: the membership, and the time it had reached
-        (the returned offset continues the run's clock)."""
+        """Pick up a run already in the store: the membership, the time it had reached (the
+        returned offset continues the run's clock) and the policy's memory. A policy is pure
+        (snapshot in, decision out), so its memory is rebuilt by deciding again, without
+        acting, on every snapshot it decided on before: those the store holds, less the
+        intervals the controller held (where the policy was not asked)."""
         meta = self.store.meta()
         saved = meta.get(STATE_KEY)
         if isinstance(saved, dict):
             self.env.restore(saved.get("members", {}))
             self.guard.last_scale_s = float(saved.get("last_scale_s", -1e18))
+            self.replayed = self._replay()
             return float(saved.get("time_s", 0.0))
         return 0.0
+
+    def _replay(self) -> int:
+        held = {t for t, _, reason, _, _ in self.store.decision_log() if reason.startswith("hold:")}
+        n = 0
+        for snap in self.store.snapshots(self.env.name):
+            if snap.time_s not in held:
+                self.policy.decide(snap)
+                n += 1
+        return n
 
     def save(self, time_s: float) -> None:
         self.store.set_meta(
@@ -322,15 +339,19 @@ def continuing_clock(offset_s: float) -> WallClock:
 
 
 # -- its own HTTP side -------------------------------------------------------------------------
-def decision_page(store_dir: Path, last: int = 200) -> bytes:
+def decision_page(store_dir: Path, last: int = 200, plots: Sequence[str] = ()) -> bytes:
+    """The page at ``/``: the plots named in ``plots`` (served under ``/plots/``), then the
+    last ``last`` decisions, newest first."""
     store = RunStore.open(store_dir)
     try:
         rows = store.decision_log()[-last:]
     finally:
         store.close()
-    lines = [
-        "<!doctype html><meta charset=utf-8><title>quell live</title>",
-        "<h1>quell live: decision log</h1><table border=1 cellpadding=3>",
+    lines = ["<!doctype html><meta charset=utf-8><title>quell live</title>", "<h1>quell live</h1>"]
+    for name in plots:
+        lines.append(f'<p><img src="/plots/{html.escape(name)}" alt="{html.escape(name)}">')
+    lines += [
+        "<h2>Decision log</h2><table border=1 cellpadding=3>",
         "<tr><th>time (s)</th><th>policy</th><th>reason</th><th>actions</th></tr>",
     ]
     for t, policy, reason, actions, _ in reversed(rows):
@@ -342,17 +363,60 @@ def decision_page(store_dir: Path, last: int = 200) -> bytes:
     return "\n".join(lines).encode()
 
 
-def serve(addr: str, port: int, metrics: ControllerMetrics, run_dir: Path) -> ThreadingHTTPServer:
+class PlotCache:
+    """The page's plots, drawn by ``draw`` (which returns the files it wrote) at most once
+    every ``max_age_s``, one drawing at a time; a drawing that fails leaves the page without
+    plots for that request, never without its log."""
+
+    def __init__(self, draw: Callable[[], Sequence[Path]], max_age_s: float = 10.0) -> None:
+        self.draw = draw
+        self.max_age_s = max_age_s
+        self.files: dict[str, Path] = {}
+        self.drawn_at = -float("inf")
+        self.lock = threading.Lock()
+
+    def refresh(self) -> list[str]:
+        with self.lock:
+            if time.monotonic() - self.drawn_at >= self.max_age_s:
+                try:
+                    self.files = {p.name: p for p in self.draw()}
+                except Exception as exc:  # the plots are a convenience; the log must show
+                    log.warning("live plots: %s: %s", type(exc).__name__, exc)
+                    self.files = {}
+                self.drawn_at = time.monotonic()
+            return list(self.files)
+
+    def read(self, name: str) -> bytes | None:
+        with self.lock:
+            path = self.files.get(name)
+        return None if path is None else path.read_bytes()
+
+
+def serve(
+    addr: str,
+    port: int,
+    metrics: ControllerMetrics,
+    run_dir: Path,
+    plots: PlotCache | None = None,
+) -> ThreadingHTTPServer:
+    """``/metrics``, ``/`` (the page) and ``/plots/<name>`` (only the files ``plots`` drew)."""
+
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, format: str, *args: Any) -> None:
             log.debug(format, *args)
 
         def do_GET(self) -> None:
             path = self.path.split("?")[0]
+            png = None
+            if path.startswith("/plots/") and plots is not None:
+                png = plots.read(path.removeprefix("/plots/"))
             if path == "/metrics":
                 body, ctype = generate_latest(metrics.registry), "text/plain; version=0.0.4"
             elif path == "/":
-                body, ctype = decision_page(run_dir), "text/html; charset=utf-8"
+                names = plots.refresh() if plots is not None else []
+                body, ctype = decision_page(run_dir, plots=names), "text/html; charset=utf-8"
+            elif png is not None:
+                body, ctype = png, "image/png"
             else:
                 self.send_response(404)
                 self.end_headers()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import operator
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -168,17 +168,41 @@ class RunStore:
     def meta(self) -> dict[str, Any]:
         return {k: json.loads(v) for k, v in self._conn.execute("SELECT key, value FROM meta")}
 
-    def observations(self, instance_id: str | None = None) -> list[Observation]:
+    def observations(
+        self, instance_id: str | None = None, since_s: float | None = None
+    ) -> list[Observation]:
+        """The stored observations in time order, of one instance or all, from ``since_s`` on."""
         sql = f"SELECT {_OBS_COLS}, extra FROM observations"
-        args: Sequence[Any] = ()
+        where: list[str] = []
+        args: list[Any] = []
         if instance_id is not None:
-            sql, args = sql + " WHERE instance_id = ?", (instance_id,)
+            where.append("instance_id = ?")
+            args.append(instance_id)
+        if since_s is not None:
+            where.append("time_s >= ?")
+            args.append(since_s)
+        if where:
+            sql += " WHERE " + " AND ".join(where)
         out = []
         for row in self._conn.execute(sql + " ORDER BY time_s, instance_id", args):
             d = dict(zip(OBSERVATION_FIELDS, row[:-1], strict=True))
             d["extra"] = json.loads(row[-1])
             out.append(Observation.from_dict(d))
         return out
+
+    def snapshots(self, environment: str) -> Iterator[Snapshot]:
+        """The stored observations regrouped into the snapshots they came in, in time order
+        (an interval that observed no instance left no row, so it has no snapshot)."""
+        group: dict[str, Observation] = {}
+        time_s: float | None = None
+        for obs in self.observations():
+            if time_s is not None and obs.time_s != time_s:
+                yield Snapshot(time_s=time_s, environment=environment, instances=group)
+                group = {}
+            time_s = obs.time_s
+            group[obs.instance_id] = obs
+        if time_s is not None:
+            yield Snapshot(time_s=time_s, environment=environment, instances=group)
 
     def observation_columns(self, extra_key: str) -> dict[str, NDArray[Any]]:
         """Every observation as columns, in one query: ``time_s``, ``interval_s``,
