@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from quell.actuate.apache import online_workers_after
 from quell.errors import InputError
 from quell.lab.apache import (
     ApachePaths,
     httpd_config,
     keepalive_directive,
-    online_workers_after,
     page_source,
     php_fpm_argv,
     php_fpm_config,

@@ -20,7 +20,15 @@ import httpx
 import pytest
 
 from quell.actuate.haproxy import HAProxyRuntime
-from quell.core.action import Action, AddInstance, RemoveInstance, SetCpuCap, SetMaxConn, SetWeight
+from quell.core.action import (
+    Action,
+    AddInstance,
+    ReconfigureServer,
+    RemoveInstance,
+    SetCpuCap,
+    SetMaxConn,
+    SetWeight,
+)
 from quell.core.contract import EnvironmentFixture, run_checks
 from quell.lab.standing import bring_up, tear_down
 from quell.live.agent import read_token
@@ -35,6 +43,14 @@ pytestmark = pytest.mark.lab
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 NOT_REPEATABLE = "a live fleet runs real processes: no two runs time alike"
+APACHE = {
+    "mpm": "event",
+    "threads_per_child": 4,
+    "server_limit": 4,
+    "max_request_workers": 8,
+    "keepalive_timeout_s": 5,
+    "php_max_children": 2,
+}
 
 
 def scenario() -> dict[str, Any]:
@@ -42,7 +58,10 @@ def scenario() -> dict[str, Any]:
         "name": "live",
         "duration_s": 120,
         "hosts": [{"id": "h1", "link_mbit": 100}, {"id": "h2", "link_mbit": 100}],
-        "instances": [{"id": "a", "host": "h1"}, {"id": "b", "host": "h2"}],
+        "instances": [
+            {"id": "a", "host": "h1", "server": "apache", "apache": APACHE},
+            {"id": "b", "host": "h2"},
+        ],
         "files": [{"path": "/x.bin", "size_bytes": 5000}],
         "workload": {
             "arrival": {"process": "deterministic", "rate_rps": 20},
@@ -139,7 +158,7 @@ def environment(run_dir: Path) -> LiveEnvironment:
 
 def test_the_live_environment_keeps_the_contract(stack: Stack) -> None:
     supports: frozenset[type[Action]] = frozenset(
-        {SetWeight, SetMaxConn, SetCpuCap, AddInstance, RemoveInstance}
+        {SetWeight, SetMaxConn, SetCpuCap, AddInstance, RemoveInstance, ReconfigureServer}
     )
     fx = EnvironmentFixture(
         create=lambda: environment(stack.run_dir),
@@ -150,6 +169,12 @@ def test_the_live_environment_keeps_the_contract(stack: Stack) -> None:
         step_s=1.2,  # Prometheus scrapes every 0.5 s: a cap shows within a step
         wait_s=4.0,
         not_repeatable=NOT_REPEATABLE,
+        reconfigure=("a", {"max_request_workers": 4}),  # online: HAProxy's maxconn
+        reconfigure_graceful={  # through a's agent: its Apache and php-fpm files, reloaded
+            "max_request_workers": 4,
+            "keepalive_timeout_s": 3,
+            "php_max_children": 3,
+        },
     )
     results = run_checks(fx)
     failed = [r for r in results if r.outcome == "failed"]
@@ -157,7 +182,7 @@ def test_the_live_environment_keeps_the_contract(stack: Stack) -> None:
     na = {r.check: r.detail for r in results if r.outcome == "not applicable"}
     assert na == {
         "check_same_seed": NOT_REPEATABLE,
-        "check_reconfigure_server": "does not support ReconfigureServer",
+        "check_unsupported_action": "supports every Action kind",
     }
 
 

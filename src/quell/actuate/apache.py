@@ -32,15 +32,17 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, NoReturn
 
-from quell.errors import ComponentError
+from quell.core.observation import SERVER_SETTING_KEYS
+from quell.errors import ComponentError, InputError, Problem
 from quell.signals.apache import (
     ApacheStatus,
     parse_lowered_workers,
@@ -110,6 +112,135 @@ class ServerSettings:
     max_request_workers: int
     keepalive_timeout_s: float
     php_max_children: int
+
+
+# -- the settings in a configuration's text (an operator's own files) -------------------------
+_DIRECTIVES: dict[str, tuple[Part, re.Pattern[str]]] = {
+    "max_request_workers": (
+        "apache",
+        re.compile(r"^([ \t]*MaxRequestWorkers[ \t]+)(\S+)([ \t]*)$", re.I | re.M),
+    ),
+    "keepalive_timeout_s": (
+        "apache",
+        re.compile(r"^([ \t]*KeepAliveTimeout[ \t]+)(\S+)([ \t]*)$", re.I | re.M),
+    ),
+    "php_max_children": (
+        "php-fpm",
+        re.compile(r"^([ \t]*pm\.max_children[ \t]*=[ \t]*)(\S+)([ \t]*)$", re.M),
+    ),
+}
+"""Where each setting IC2 moves is written: one line of Apache's configuration
+(``MaxRequestWorkers 64``, ``KeepAliveTimeout 5`` or ``500ms``) or of php-fpm's pool
+(``pm.max_children = 16``)."""
+
+
+def _seconds(text: str) -> float:
+    return float(text[:-2]) / 1000.0 if text.lower().endswith("ms") else float(text)
+
+
+def keepalive_value(keepalive_timeout_s: float) -> str:
+    """KeepAliveTimeout's argument: whole seconds as such, anything finer in milliseconds."""
+    if float(keepalive_timeout_s).is_integer():
+        return str(int(keepalive_timeout_s))
+    return f"{round(keepalive_timeout_s * 1000)}ms"
+
+
+def read_settings(config: ApacheConfig, source: str = "apache") -> ServerSettings:
+    """The three settings ``config``'s texts ask for; ``InputError`` naming every setting that
+    is missing, written more than once (the one to change would be ambiguous) or unreadable."""
+    problems: list[Problem] = []
+    found: dict[str, float] = {}
+    for key, (part, pattern) in _DIRECTIVES.items():
+        hits = pattern.findall(config.text(part))
+        if len(hits) != 1:
+            problems.append(
+                Problem(key, f"the {part} configuration has {len(hits)} such lines, not one")
+            )
+            continue
+        value = hits[0][1]
+        try:
+            number = _seconds(value) if key == "keepalive_timeout_s" else float(int(value))
+        except ValueError:
+            problems.append(Problem(key, f"{value!r} is not a number"))
+            continue
+        if number <= 0:
+            problems.append(Problem(key, f"{value!r} must be above 0"))
+        found[key] = number
+    if problems:
+        raise InputError(source, problems)
+    return ServerSettings(
+        int(found["max_request_workers"]),
+        found["keepalive_timeout_s"],
+        int(found["php_max_children"]),
+    )
+
+
+def with_settings(config: ApacheConfig, settings: ServerSettings) -> ApacheConfig:
+    """``config`` with the one line of each setting rewritten to ``settings`` (every other
+    byte as it was); the lines must be there as ``read_settings`` requires."""
+    values = {
+        "max_request_workers": str(settings.max_request_workers),
+        "keepalive_timeout_s": keepalive_value(settings.keepalive_timeout_s),
+        "php_max_children": str(settings.php_max_children),
+    }
+    texts = {"apache": config.httpd, "php-fpm": config.php_fpm}
+    for key, (part, pattern) in _DIRECTIVES.items():
+        texts[part] = _rewrite(pattern, texts[part], values[key])
+    return ApacheConfig(texts["apache"], texts["php-fpm"])
+
+
+def _rewrite(pattern: re.Pattern[str], text: str, value: str) -> str:
+    return pattern.sub(lambda m: m.group(1) + value + m.group(3), text)
+
+
+# -- what a ReconfigureServer may ask ---------------------------------------------------------
+ONLINE_SETTINGS = frozenset({"max_request_workers"})
+"""What ``ReconfigureServer(graceful=False)`` changes: the others need a restart."""
+
+
+def setting_problems(changes: Mapping[str, object]) -> list[Problem]:
+    problems: list[Problem] = []
+    for key, value in changes.items():
+        where = f"settings.{key}"
+        if key not in SERVER_SETTING_KEYS:
+            known = ", ".join(SERVER_SETTING_KEYS)
+            problems.append(Problem(where, f"apache instances have no such setting ({known})"))
+            continue
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        whole = number and (key == "keepalive_timeout_s" or isinstance(value, int))
+        if not whole:
+            kind = "a number of seconds" if key == "keepalive_timeout_s" else "a whole number"
+            problems.append(Problem(where, f"{value!r} is not {kind}"))
+    return problems
+
+
+def online_workers_after(changes: Mapping[str, object], ceiling: int) -> int:
+    """The MaxRequestWorkers ``changes`` set online, at most ``ceiling`` (what Apache runs);
+    ``InputError`` lists every problem, settings that cannot change online among them."""
+    problems = setting_problems(changes)
+    if fixed := sorted(set(changes) & set(SERVER_SETTING_KEYS) - ONLINE_SETTINGS):
+        problems.append(
+            Problem(
+                "graceful",
+                f"{', '.join(fixed)} cannot change online: Apache reads KeepAliveTimeout only "
+                "when it restarts its children, php-fpm its pool size only when it reloads; "
+                "send them with graceful=True",
+            )
+        )
+    workers = changes.get("max_request_workers")
+    if isinstance(workers, int) and not 1 <= workers <= ceiling:
+        problems.append(
+            Problem(
+                "settings.max_request_workers",
+                f"{workers} is not in 1..{ceiling}: online it can only go as high as the "
+                f"{ceiling} Apache runs (raise that with graceful=True)",
+            )
+        )
+    if workers is None and not problems:
+        problems.append(Problem("settings", "nothing to change online"))
+    if problems or not isinstance(workers, int):
+        raise InputError("ReconfigureServer", problems)
+    return workers
 
 
 def run_command(argv: Sequence[str], timeout_s: float = 20.0) -> tuple[int, str]:

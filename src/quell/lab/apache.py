@@ -48,7 +48,16 @@ from pathlib import Path
 import numpy as np
 from pydantic import ValidationError
 
-from quell.actuate.apache import ApacheConfig, ApacheLayout, ApacheServer, Part, ServerSettings
+from quell.actuate.apache import (
+    ApacheConfig,
+    ApacheLayout,
+    ApacheServer,
+    Part,
+    ServerSettings,
+    keepalive_value,
+    online_workers_after,
+    setting_problems,
+)
 from quell.core.observation import SERVER_SETTING_KEYS
 from quell.core.rng import component_rng
 from quell.errors import ComponentError, InputError, Problem
@@ -80,8 +89,6 @@ MAX_PHP_CHILDREN = 512
 its own memory with the pages loaded, measured here)."""
 MAX_WORKING_SET_BYTES = 1 << 30
 """The lab's bound on a page's working set (it lives in OPcache's shared memory)."""
-ONLINE_SETTINGS = frozenset({"max_request_workers"})
-"""What ``ReconfigureServer(graceful=False)`` changes: the others need a restart."""
 LISTEN_TIMEOUT_S = 10.0
 WARM_TIMEOUT_S = 60.0
 
@@ -124,9 +131,7 @@ class ApachePaths:
 # -- configurations (pure) -------------------------------------------------------------------
 def keepalive_directive(keepalive_timeout_s: float) -> str:
     """Whole seconds as such, anything finer in milliseconds (Apache takes ``500ms``)."""
-    if float(keepalive_timeout_s).is_integer():
-        return f"KeepAliveTimeout {int(keepalive_timeout_s)}"
-    return f"KeepAliveTimeout {round(keepalive_timeout_s * 1000)}ms"
+    return f"KeepAliveTimeout {keepalive_value(keepalive_timeout_s)}"
 
 
 def httpd_config(
@@ -289,26 +294,10 @@ def write_pages(docroot: Path, ws_dir: Path, pages: Sequence[PhpPage], seed: int
 
 
 # -- settings ----------------------------------------------------------------------------------
-def _setting_problems(changes: Mapping[str, object]) -> list[Problem]:
-    problems: list[Problem] = []
-    for key, value in changes.items():
-        where = f"settings.{key}"
-        if key not in SERVER_SETTING_KEYS:
-            known = ", ".join(SERVER_SETTING_KEYS)
-            problems.append(Problem(where, f"apache instances have no such setting ({known})"))
-            continue
-        number = isinstance(value, int | float) and not isinstance(value, bool)
-        whole = number and (key == "keepalive_timeout_s" or isinstance(value, int))
-        if not whole:
-            kind = "a number of seconds" if key == "keepalive_timeout_s" else "a whole number"
-            problems.append(Problem(where, f"{value!r} is not {kind}"))
-    return problems
-
-
 def settings_after(current: ApacheSettings, changes: Mapping[str, object]) -> ApacheSettings:
     """``current`` with ``changes``, checked against everything an apache instance allows;
     ``InputError`` lists every problem."""
-    problems = _setting_problems(changes)
+    problems = setting_problems(changes)
     if not problems:
         try:
             after = ApacheSettings.model_validate({**current.model_dump(), **changes})
@@ -324,35 +313,6 @@ def settings_after(current: ApacheSettings, changes: Mapping[str, object]) -> Ap
                 )
             )
     raise InputError("ReconfigureServer", problems)
-
-
-def online_workers_after(changes: Mapping[str, object], ceiling: int) -> int:
-    """The MaxRequestWorkers ``changes`` set online, at most ``ceiling`` (what Apache runs);
-    ``InputError`` lists every problem, settings that cannot change online among them."""
-    problems = _setting_problems(changes)
-    if fixed := sorted(set(changes) & set(SERVER_SETTING_KEYS) - ONLINE_SETTINGS):
-        problems.append(
-            Problem(
-                "graceful",
-                f"{', '.join(fixed)} cannot change online: Apache reads KeepAliveTimeout only "
-                "when it restarts its children, php-fpm its pool size only when it reloads; "
-                "send them with graceful=True",
-            )
-        )
-    workers = changes.get("max_request_workers")
-    if isinstance(workers, int) and not 1 <= workers <= ceiling:
-        problems.append(
-            Problem(
-                "settings.max_request_workers",
-                f"{workers} is not in 1..{ceiling}: online it can only go as high as the "
-                f"{ceiling} Apache runs (raise that with graceful=True)",
-            )
-        )
-    if workers is None and not problems:
-        problems.append(Problem("settings", "nothing to change online"))
-    if problems or not isinstance(workers, int):
-        raise InputError("ReconfigureServer", problems)
-    return workers
 
 
 def wanted(settings: ApacheSettings) -> ServerSettings:

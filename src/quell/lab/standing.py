@@ -5,7 +5,8 @@ clean``) tears them down.
 
 What is up is written to ``lab.json`` in the run directory: the run tag (every process,
 namespace, cgroup and file of the lab carries it, so teardown finds exactly them), HAProxy's
-sockets, each instance's address, cgroup, pid and probe URL, and which instances are
+sockets, each instance's address, cgroup, pid, probe URL and (apache instances) the files of
+its Apache and php-fpm, and which instances are
 pre-provisioned slots (declared ``disabled`` in HAProxy, their servers running, put in service
 through the runtime API). Beside it: an agent config per host, a Prometheus config and a live
 controller config that point at them (``quell.live.config`` reads them)."""
@@ -75,7 +76,21 @@ def stage_events(lab: StandingLab, scenario: Scenario, status: StatusFn = lambda
 
 
 def _instance_entry(inst: LabInstance, slot: bool, probe: bool) -> dict[str, Any]:
+    apache = None
+    if inst.apache is not None:
+        layout = inst.apache.paths.layout()
+        apache = {
+            "httpd_conf": str(layout.httpd_conf),
+            "php_fpm_conf": str(layout.php_fpm_conf),
+            "httpd_pid_file": str(layout.httpd_pid_file),
+            "php_fpm_pid_file": str(layout.php_fpm_pid_file),
+            "error_log": str(layout.error_log),
+            "apache_binary": layout.apache_binary,
+            "php_fpm_binary": layout.php_fpm_binary,
+            "settle_timeout_s": inst.apache.server.settle_timeout_s,
+        }
     return {
+        "apache": apache,
         "id": inst.spec.id,
         "host": inst.spec.host,
         "addr": inst.addr,
@@ -195,12 +210,16 @@ def write_live_configs(
                     "timeout_s": scenario.workload.timeout_s,
                     "netns": state["client_netns"],
                 }
+            if i.get("apache"):
+                entry["apache"] = i["apache"]
             instances.append(entry)
         agent = {
             "host": host,
             "listen": {"addr": "127.0.0.1", "port": agent_ports[host]},
             "token_file": str(token),
-            "allow": ["cpu_cap"],
+            "allow": ["cpu_cap", "reconfigure"]
+            if any("apache" in e for e in instances)
+            else ["cpu_cap"],
             "instances": instances,
         }
         (run_dir / f"agent-{host}.yaml").write_text(yaml.safe_dump(agent, sort_keys=False))

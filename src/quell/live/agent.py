@@ -5,9 +5,15 @@ interface counters; the host's CPU steal) and PRIMA's probe against each local i
 ``host``. Counters are read when Prometheus scrapes, so an idle agent costs nothing between
 scrapes and every sample is fresh.
 
-State-changing endpoints (``POST /v1/cpu-cap``) are off unless the config lists them in
-``allow`` and names a token file; a request without the token (``Authorization: Bearer ...``)
-is refused with 401 and changes nothing. The agent binds 127.0.0.1 unless told otherwise."""
+State-changing endpoints (``POST /v1/cpu-cap``, ``POST /v1/reconfigure``) are off unless the
+config lists them in ``allow`` and names a token file; a request without the token
+(``Authorization: Bearer ...``) is refused with 401 and changes nothing. The agent binds
+127.0.0.1 unless told otherwise.
+
+An instance with ``apache`` also exports the settings its Apache and php-fpm use
+(``quell_server_max_request_workers``, ``quell_server_keepalive_timeout_seconds``,
+``quell_server_php_max_children``): read from their configuration files when the agent starts,
+then as read back after each reconfiguration."""
 
 from __future__ import annotations
 
@@ -31,9 +37,19 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from quell.actuate.apache import (
+    ApacheConfig,
+    ApacheLayout,
+    ApacheServer,
+    Part,
+    ServerSettings,
+    read_settings,
+    with_settings,
+)
 from quell.actuate.cgroup import set_cpu_cap
+from quell.core.observation import SERVER_SETTING_KEYS
 from quell.errors import ComponentError, InputError, Problem, QuellError
-from quell.live.config import AgentConfig, AgentInstance, ProbeSpec
+from quell.live.config import AgentConfig, AgentInstance, ApacheSpec, ProbeSpec
 from quell.signals.cgroup import (
     CgroupLayout,
     group_dir,
@@ -196,12 +212,14 @@ class AgentCollector(Collector):
         layout: CgroupLayout,
         probes: dict[str, ProbeStats],
         proc_root: Path = Path("/proc"),
+        servers: dict[str, ApacheServer] | None = None,
     ) -> None:
         self.cfg = cfg
         self.layout = layout
         self.watched = [Watched(i, layout) for i in cfg.instances]
         self.probes = probes
         self.proc_root = proc_root
+        self.servers = servers if servers is not None else {}
         self.scrape_errors = 0
 
     def collect(self) -> Iterator[Metric]:
@@ -277,6 +295,8 @@ class AgentCollector(Collector):
         yield from (cpu, *psi.values(), throttled, cap, rqwait, rx, tx, up)
         if self.probes:
             yield from (probe_ok, probe_fail, probe_s)
+        if self.servers:
+            yield from self._server_settings(host)
         steal = CounterMetricFamily(
             "quell_host_cpu_steal_seconds", "CPU time the hypervisor gave others", labels=["host"]
         )
@@ -289,6 +309,61 @@ class AgentCollector(Collector):
             total.add_metric([host], t.total / USER_HZ)
         yield steal
         yield total
+
+    def _server_settings(self, host: str) -> Iterator[Metric]:
+        names = {
+            "max_request_workers": ("quell_server_max_request_workers", "MaxRequestWorkers"),
+            "keepalive_timeout_s": ("quell_server_keepalive_timeout_seconds", "KeepAliveTimeout"),
+            "php_max_children": ("quell_server_php_max_children", "php-fpm pm.max_children"),
+        }
+        families = {
+            k: GaugeMetricFamily(n, f"{what} in force", labels=["instance", "host"])
+            for k, (n, what) in names.items()
+        }
+        for iid, server in self.servers.items():
+            f = server.in_force
+            if f is None:
+                continue
+            for k, fam in families.items():
+                fam.add_metric([iid, host], float(getattr(f, k)))
+        yield from families.values()
+
+
+def apache_server(spec: ApacheSpec, source: str) -> ApacheServer:
+    """The actuator over an instance's own Apache + php-fpm files, with the settings they
+    hold as the ones in force; ``InputError`` when a file cannot be read or does not hold each
+    setting on one line."""
+    texts = []
+    for path in (spec.httpd_conf, spec.php_fpm_conf):
+        try:
+            texts.append(Path(path).read_text())
+        except OSError as exc:
+            raise InputError(source, [Problem(path, f"cannot read: {exc.strerror}")]) from None
+    config = ApacheConfig(*texts)
+    in_force = read_settings(config, source)
+    layout = ApacheLayout(
+        Path(spec.httpd_conf),
+        Path(spec.php_fpm_conf),
+        Path(spec.httpd_pid_file),
+        Path(spec.php_fpm_pid_file),
+        Path(spec.error_log),
+        spec.apache_binary,
+        spec.php_fpm_binary,
+    )
+
+    def no_status(path: str) -> str:
+        raise ComponentError("agent", "reads no server-status")
+
+    def no_restart(part: Part) -> None:
+        raise ComponentError(
+            part, "is not running; the agent does not start servers (start it as it is run)"
+        )
+
+    server = ApacheServer(
+        layout, config, no_status, no_restart, settle_timeout_s=spec.settle_timeout_s
+    )
+    server.in_force = in_force
+    return server
 
 
 # -- the HTTP side -----------------------------------------------------------------------------
@@ -307,7 +382,13 @@ class Agent:
         self.token = read_token(cfg.token_file) if cfg.token_file is not None else None
         self.stop_event = threading.Event()
         self.probes = {i.id: ProbeStats() for i in cfg.instances if i.probe is not None}
-        self.collector = AgentCollector(cfg, layout, self.probes)
+        self.servers = {
+            i.id: apache_server(i.apache, f"instance {i.id}")
+            for i in cfg.instances
+            if i.apache is not None
+        }
+        self.server_locks = {iid: threading.Lock() for iid in self.servers}
+        self.collector = AgentCollector(cfg, layout, self.probes, servers=self.servers)
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self.collector)
         self.threads: list[Prober] = []
@@ -338,6 +419,41 @@ class Agent:
             raise RefusedError(400, str(exc)) from None
         except ComponentError as exc:
             raise RefusedError(500, str(exc)) from None
+
+    def reconfigure(self, body: dict[str, Any]) -> dict[str, float]:
+        """Apply ``body["settings"]`` (any of ``SERVER_SETTING_KEYS``) to the instance's Apache
+        and php-fpm; returns the settings read back."""
+        iid, changes = body.get("instance"), body.get("settings")
+        server = self.servers.get(iid) if isinstance(iid, str) else None
+        if server is None or not isinstance(iid, str):
+            raise RefusedError(404, f"no instance {iid!r} with an apache section on this agent")
+        if not isinstance(changes, dict) or not changes:
+            raise RefusedError(400, "settings must be a non-empty JSON object")
+        bad = [
+            f"{k}={v!r}"
+            for k, v in changes.items()
+            if k not in SERVER_SETTING_KEYS
+            or not isinstance(v, int | float)
+            or isinstance(v, bool)
+            or v <= 0
+            or (k != "keepalive_timeout_s" and not float(v).is_integer())
+        ]
+        if bad:
+            known = ", ".join(SERVER_SETTING_KEYS)
+            raise RefusedError(400, f"not settings this agent can set ({known}): {bad}")
+        with self.server_locks[iid]:
+            now = server.in_force
+            assert now is not None
+            want = ServerSettings(
+                int(changes.get("max_request_workers", now.max_request_workers)),
+                float(changes.get("keepalive_timeout_s", now.keepalive_timeout_s)),
+                int(changes.get("php_max_children", now.php_max_children)),
+            )
+            try:
+                got = server.reconfigure(with_settings(server.last_good, want), want)
+            except ComponentError as exc:
+                raise RefusedError(500, str(exc)) from None
+        return {k: float(getattr(got, k)) for k in SERVER_SETTING_KEYS}
 
     def start(self) -> None:
         for inst in self.cfg.instances:
@@ -398,10 +514,15 @@ def _handler(agent: Agent) -> type[BaseHTTPRequestHandler]:
                 self._send(404, b'{"error": "not found"}')
 
         def do_POST(self) -> None:
+            routes: dict[str, tuple[str, Callable[[dict[str, Any]], Any]]] = {
+                "/v1/cpu-cap": ("cpu_cap", agent.set_cpu_cap),
+                "/v1/reconfigure": ("reconfigure", agent.reconfigure),
+            }
             try:
-                if self.path != "/v1/cpu-cap":
+                if self.path not in routes:
                     raise RefusedError(404, "not found")
-                agent.authorize("cpu_cap", self.headers.get("Authorization"))
+                permission, act = routes[self.path]
+                agent.authorize(permission, self.headers.get("Authorization"))
                 length = int(self.headers.get("Content-Length") or 0)
                 if not 0 < length <= MAX_BODY_BYTES:
                     raise RefusedError(400, "a JSON body of at most 4096 bytes is required")
@@ -411,10 +532,13 @@ def _handler(agent: Agent) -> type[BaseHTTPRequestHandler]:
                     raise RefusedError(400, "the body is not JSON") from None
                 if not isinstance(body, dict):
                     raise RefusedError(400, "the body is not a JSON object")
-                agent.set_cpu_cap(body)
+                answer = act(body)
             except RefusedError as exc:
                 self._send(exc.status, json.dumps({"error": str(exc)}).encode())
                 return
-            self._send(200, b'{"ok": true}')
+            reply: dict[str, Any] = {"ok": True}
+            if answer is not None:
+                reply["in_force"] = answer
+            self._send(200, json.dumps(reply).encode())
 
     return Handler

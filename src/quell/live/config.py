@@ -46,6 +46,30 @@ class ProbeSpec(StrictModel):
     """A network namespace file (``/run/netns/NAME``) to probe from (a lab's client side)."""
 
 
+class ApacheSpec(StrictModel):
+    """An Apache + php-fpm pair on the host that the agent may reconfigure (permission
+    ``reconfigure``): the files hold the settings IC2 moves on one line each
+    (``MaxRequestWorkers``, ``KeepAliveTimeout``; php-fpm's ``pm.max_children`` with
+    ``pm = static``). A change is tested (``-t``), applied by a graceful restart of Apache and a
+    reload of php-fpm, read back from Apache's error log and php-fpm's pool, and rolled back on
+    failure (``quell.actuate.apache``)."""
+
+    httpd_conf: str
+    """The configuration Apache was started with (``-f``), holding MaxRequestWorkers and
+    KeepAliveTimeout."""
+    php_fpm_conf: str
+    """php-fpm's configuration holding the pool's ``pm.max_children``."""
+    httpd_pid_file: str
+    php_fpm_pid_file: str
+    error_log: str
+    """Where Apache logs (the read-back looks for "resuming normal operations" in it)."""
+    apache_binary: str = "apache2"
+    """Run as ``BINARY -t -f CONF`` and ``BINARY -k graceful -f CONF`` (Debian's packaged
+    Apache: ``apache2ctl``, which reads ``/etc/apache2/envvars`` first)."""
+    php_fpm_binary: str = "php-fpm8.2"
+    settle_timeout_s: Seconds = 10.0
+
+
 class AgentInstance(StrictModel):
     """One instance on the host, found by exactly one of its cgroup, pid file or systemd unit."""
 
@@ -57,9 +81,11 @@ class AgentInstance(StrictModel):
     interface: str = "eth0"
     """The interface whose counters are the instance's (in its network namespace)."""
     probe: ProbeSpec | None = None
+    apache: ApacheSpec | None = None
+    """The instance's Apache + php-fpm, for ``reconfigure``."""
 
 
-Permission = Literal["cpu_cap"]
+Permission = Literal["cpu_cap", "reconfigure"]
 
 
 class AgentConfig(StrictModel):
@@ -68,8 +94,8 @@ class AgentConfig(StrictModel):
     token_file: str | None = None
     """A file holding the bearer token state-changing requests must carry."""
     allow: list[Permission] = []
-    """State-changing endpoints that are on (``cpu_cap``); none unless listed, and only with a
-    token file."""
+    """State-changing endpoints that are on (``cpu_cap``, ``reconfigure``); none unless listed,
+    and only with a token file."""
     instances: Annotated[list[AgentInstance], Field(min_length=1, max_length=64)]
 
 
@@ -89,6 +115,8 @@ def agent_problems(cfg: AgentConfig) -> list[Problem]:
             )
         if inst.cgroup is not None and ".." in Path(inst.cgroup).parts:
             problems.append(Problem(f"instances[{k}].cgroup", "must not contain '..'"))
+    if "reconfigure" in cfg.allow and not any(i.apache for i in cfg.instances):
+        problems.append(Problem("allow", "'reconfigure' needs an instance with 'apache'"))
     if cfg.allow and cfg.token_file is None:
         problems.append(Problem("allow", "state-changing endpoints need 'token_file'"))
     return problems

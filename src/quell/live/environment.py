@@ -12,7 +12,12 @@ Acting: weights and maxconn through HAProxy's runtime API; CPU caps through the 
 (a bearer token); scaling through a scaler: HAProxy slots over pre-provisioned instances
 (``AddInstance`` puts a free slot of the host in service under the new id, ``RemoveInstance``
 drains it and puts it back in maintenance), or a user command per scale-out and scale-in (an
-argument list, never a shell). ``ReconfigureServer`` is refused."""
+argument list, never a shell). ``ReconfigureServer``: gracefully through the host's agent
+(which tests, applies, reads back and rolls back the instance's Apache and php-fpm files);
+online (``graceful=False``) only MaxRequestWorkers, as HAProxy's ``maxconn`` for the instance,
+as in the lab (at most what Apache runs; with a ``SetMaxConn`` as well, the lower one holds).
+The settings in force show in each observation under ``SERVER_SETTING_KEYS``: the agent's
+gauges, or what it read back after the last reconfiguration."""
 
 from __future__ import annotations
 
@@ -27,6 +32,7 @@ from typing import Any, Literal
 import httpx
 import numpy as np
 
+from quell.actuate.apache import online_workers_after
 from quell.actuate.haproxy import HAProxyRuntime
 from quell.core.action import (
     Action,
@@ -38,7 +44,14 @@ from quell.core.action import (
     SetWeight,
 )
 from quell.core.clock import Clock, WallClock
-from quell.core.observation import CPU_CAP_KEY, MAXCONN_KEY, THROTTLED_KEY, Observation, Snapshot
+from quell.core.observation import (
+    CPU_CAP_KEY,
+    MAXCONN_KEY,
+    SERVER_SETTING_KEYS,
+    THROTTLED_KEY,
+    Observation,
+    Snapshot,
+)
 from quell.errors import ActionError, ComponentError, EnvironmentStateError, InputError, Problem
 from quell.live.config import CommandScaler, LiveConfig
 from quell.live.prometheus import PrometheusClient, Sample
@@ -88,18 +101,35 @@ class AgentClient:
         self._client = httpx.Client(timeout=timeout_s, trust_env=False)
 
     def set_cpu_cap(self, host: str, instance: str, cpus: float | None) -> None:
+        self._post(host, "/v1/cpu-cap", {"instance": instance, "cpus": cpus})
+
+    def reconfigure(
+        self, host: str, instance: str, settings: Mapping[str, object]
+    ) -> dict[str, float]:
+        """The instance's Apache and php-fpm reconfigured by its agent; the settings it read
+        back (``SERVER_SETTING_KEYS``' keys)."""
+        answer = self._post(host, "/v1/reconfigure", {"instance": instance, "settings": settings})
+        got = answer.get("in_force")
+        if not isinstance(got, dict) or set(got) != set(SERVER_SETTING_KEYS):
+            raise ComponentError("agent", f"reconfigure answered {answer!r}")
+        return {k: float(v) for k, v in got.items()}
+
+    def _post(self, host: str, path: str, body: Mapping[str, object]) -> dict[str, Any]:
         url = self.urls.get(host)
         if url is None:
             raise ComponentError("agent", f"no agent configured for host {host!r}")
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
         try:
-            r = self._client.post(
-                f"{url}/v1/cpu-cap", json={"instance": instance, "cpus": cpus}, headers=headers
-            )
+            r = self._client.post(f"{url}{path}", json=dict(body), headers=headers)
         except httpx.HTTPError as exc:
             raise ComponentError("agent", f"{url}: {exc}") from None
         if r.status_code != 200:
             raise ComponentError("agent", f"{url}: HTTP {r.status_code}: {r.text.strip()}")
+        try:
+            answer = r.json()
+        except ValueError:
+            answer = None
+        return answer if isinstance(answer, dict) else {}
 
     def close(self) -> None:
         self._client.close()
@@ -161,6 +191,12 @@ class LiveEnvironment:
         }
         self.faults = Faults()
         self.lb: dict[str, ServerStat] = {}
+        self.server_settings: dict[str, dict[str, float]] = {}
+        """Per instance id, the settings in force as last read back by its agent."""
+        self.maxconn: dict[str, int] = {}
+        """Per instance id, the maxconn a ``SetMaxConn`` asked for."""
+        self.online_workers: dict[str, int] = {}
+        """Per instance id, MaxRequestWorkers set online (HAProxy's maxconn)."""
         self._last_obs = 0.0
         self._state: Literal["not started", "started", "closed"] = "not started"
 
@@ -238,6 +274,9 @@ class LiveEnvironment:
             "tx": f"rate(quell_net_transmit_bytes_total[{w}])",
             "probe": f"increase(quell_probe_duration_seconds_total[{pw}])"
             f" / increase(quell_probe_downloads_total[{pw}])",
+            "max_request_workers": "quell_server_max_request_workers",
+            "keepalive_timeout_s": "quell_server_keepalive_timeout_seconds",
+            "php_max_children": "quell_server_php_max_children",
         }
         by: dict[str, dict[str, float]] = {}
         steal_by_host: dict[str, float] = {}
@@ -328,6 +367,7 @@ class LiveEnvironment:
             extra[THROTTLED_KEY] = thr
         if (probe := a.get("probe")) is not None:
             extra[PROBE_KEY] = float(probe)
+        extra.update(self._settings_shown(m, a))
         link = self.cfg.host_link_mbit.get(m.host)
         util: float | None
         if link is not None:
@@ -360,6 +400,16 @@ class LiveEnvironment:
             weight=stat.weight if stat is not None else None,
             extra=extra,
         )
+
+    def _settings_shown(self, m: Member, a: Mapping[str, float]) -> dict[str, float]:
+        """The server settings in force under ``SERVER_SETTING_KEYS``: what the agent read back
+        after this controller's last reconfiguration, else its gauges; MaxRequestWorkers the
+        online cap while there is one."""
+        known = self.server_settings.get(m.id) or {k: a[k] for k in SERVER_SETTING_KEYS if k in a}
+        shown = {SERVER_SETTING_KEYS[k]: float(v) for k, v in known.items()}
+        if (online := self.online_workers.get(m.id)) is not None:
+            shown[SERVER_SETTING_KEYS["max_request_workers"]] = float(online)
+        return shown
 
     def _settle(self, now: float) -> None:
         """Finish drains whose sessions are done (or timed out)."""
@@ -419,7 +469,8 @@ class LiveEnvironment:
         if isinstance(a, SetWeight):
             rt.set_weight(be, self._member(a.instance_id, "SetWeight").server, a.weight)
         elif isinstance(a, SetMaxConn):
-            rt.set_maxconn(be, self._member(a.instance_id, "SetMaxConn").server, a.maxconn)
+            m = self._member(a.instance_id, "SetMaxConn")
+            self._set_maxconn(m, maxconn=a.maxconn, online=self.online_workers.get(m.id))
         elif isinstance(a, SetCpuCap):
             m = self._member(a.instance_id, "SetCpuCap")
             if self.agents is None:
@@ -438,11 +489,43 @@ class LiveEnvironment:
                 rt.command(f"shutdown sessions server {be}/{m.server}")
                 self._retire(m)
         elif isinstance(a, ReconfigureServer):
-            self._member(a.instance_id, "ReconfigureServer")
-            raise InputError(
-                "action",
-                [_problem("ReconfigureServer", "live mode does not reconfigure servers")],
+            self._reconfigure(self._member(a.instance_id, "ReconfigureServer"), a)
+
+    def _set_maxconn(self, m: Member, maxconn: int | None, online: int | None) -> None:
+        """HAProxy's maxconn for ``m``: the lower of a ``SetMaxConn``'s and the online
+        MaxRequestWorkers (0, no limit, when neither is set); remembered once HAProxy took it."""
+        caps = [c for c in (maxconn, online) if c]
+        self.runtime.set_maxconn(self.backend, m.server, min(caps) if caps else 0)
+        for table, value in ((self.maxconn, maxconn), (self.online_workers, online)):
+            if value is None:
+                table.pop(m.id, None)
+            else:
+                table[m.id] = value
+
+    def _reconfigure(self, m: Member, a: ReconfigureServer) -> None:
+        if a.graceful:
+            if self.agents is None:
+                raise InputError("action", [_problem("ReconfigureServer", "no agents configured")])
+            self.server_settings[m.id] = self.agents.reconfigure(m.host, m.server, a.settings)
+            if "max_request_workers" in a.settings and m.id in self.online_workers:
+                self._set_maxconn(m, maxconn=self.maxconn.get(m.id), online=None)
+            return
+        known = self.server_settings.get(m.id) or self._seen_settings(m)
+        ceiling = known.get("max_request_workers")
+        if ceiling is None:
+            raise ComponentError(
+                "ReconfigureServer", f"{m.id}: the MaxRequestWorkers Apache runs is not known yet"
             )
+        workers = online_workers_after(a.settings, int(ceiling))
+        self._set_maxconn(m, maxconn=self.maxconn.get(m.id), online=workers)
+
+    def _seen_settings(self, m: Member) -> dict[str, float]:
+        """The settings the agent's gauges show now (through Prometheus)."""
+        try:
+            agent = self._agent_metrics(self.cfg.interval_s).get(m.server, {})
+        except ComponentError:
+            return {}
+        return {k: agent[k] for k in SERVER_SETTING_KEYS if k in agent}
 
     def _add(self, a: AddInstance) -> None:
         if a.instance_id in self.members and self.members[a.instance_id].state != "free":
