@@ -302,3 +302,33 @@ def test_a_failing_drawing_leaves_the_page_without_plots() -> None:
     cache = PlotCache(draw, max_age_s=0.0)
     assert cache.refresh() == []
     assert cache.read("response_time.png") is None
+
+
+def test_ic2_runs_live_on_what_the_live_environment_observes(
+    prom: FakePrometheus, tmp_path: Path
+) -> None:
+    """IC2, built by the live controller from its config with the shipped lab detector, gets a
+    verdict for every instance from a live snapshot: response time, throughput and CPU, the
+    paper's three attributes, are all there."""
+    from quell.live.controller import make_policy
+
+    root = Path(__file__).resolve().parents[2]
+    params = {
+        "detector": "models/lab/detector.json",
+        "workload": "ic2-lab-php16m-40users",
+        "max_request_workers": 32,
+        "keepalive_timeout_s": 5,
+        "php_max_children": 8,
+        "threads_per_child": 8,
+    }
+    cfg = config(prom.url, policy={"name": "ic2", "params": params})
+    policy = make_policy(cfg, root / "scenarios" / "ic2")
+    rig = Rig(prom, tmp_path, policy, apply=False)
+    rig.start()
+    for _ in range(3):
+        rig.log.pending = [LoggedRequest(s, 200, 0.004) for s in ("a", "b") for _ in range(10)]
+        d = rig.step()
+    rows = d.detail["instances"]
+    assert set(rows) == {"a", "b"}
+    assert all(rows[i]["verdict"] in ("NI", "T", "I") for i in rows), rows
+    assert rows["a"]["rt_s"] == pytest.approx(0.004)
