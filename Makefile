@@ -6,11 +6,16 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 # System packages the lab drives (Debian 12 / Ubuntu names). Debian's prometheus unit would
 # listen on :9090; quell starts its own Prometheus, so the unit is disabled once installed.
-SYSTEM_PACKAGES := haproxy lighttpd nginx apache2 php8.2-fpm httperf wrk stress-ng iperf3 fio \
+SYSTEM_PACKAGES := gcc libc6-dev haproxy lighttpd nginx apache2 php8.2-fpm httperf wrk stress-ng iperf3 fio \
 	sysstat iproute2 procps psmisc util-linux prometheus
 
-.PHONY: install system python demo test lint typecheck unit bench results clean
-install: system python
+NATIVE := src/quell/instrument/c
+NATIVE_OUT := $(NATIVE)/build
+CC ?= gcc
+NATIVE_CFLAGS := -O2 -Wall -Wextra -fPIC -pthread
+
+.PHONY: install system python native demo test lint typecheck unit bench results clean
+install: system python native
 
 system:
 	@missing=$$(for p in $(SYSTEM_PACKAGES); do \
@@ -30,6 +35,12 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $(STAMP)
+
+# The per-request instrumentation's C library (quell.instrument.token loads it from here).
+native: $(NATIVE_OUT)/libquelltoken.so
+$(NATIVE_OUT)/libquelltoken.so: $(NATIVE)/quelltoken.c $(NATIVE)/quelltoken.h
+	@mkdir -p $(NATIVE_OUT)
+	$(CC) $(NATIVE_CFLAGS) -shared -o $@ $(NATIVE)/quelltoken.c
 
 demo: install
 	$(VENV)/bin/quell lab compare scenarios/prima/demo.yaml --runs-dir runs
@@ -56,4 +67,4 @@ results: python
 	  --out docs/results/prima.md
 
 clean:
-	rm -rf $(VENV) build src/*.egg-info .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) build $(NATIVE_OUT) src/*.egg-info .mypy_cache .ruff_cache .pytest_cache

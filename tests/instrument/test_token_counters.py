@@ -1,0 +1,220 @@
+"""The quelltoken counters against threads whose behaviour is known: one that sleeps, one that
+spins, one preempted by a competitor pinned to its CPU, and tokens yielded and resumed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from quell.errors import PrerequisiteError
+from quell.instrument import token as qt
+from tests.instrument.conftest import in_thread, spin_cpu, spin_wall
+
+MS = 1_000_000
+
+
+def test_a_sleeping_thread_is_blocked_for_the_sleep(lib: qt.TokenLibrary) -> None:
+    def run() -> qt.Reading:
+        with qt.token(1, "/sleep", library=lib) as t:
+            time.sleep(0.2)
+        return t.read()
+
+    r = in_thread(run)
+    assert r.state == "ended" and r.request_id == 1 and r.request_class == "/sleep"
+    assert 200 * MS <= r.wall_ns < 400 * MS
+    assert r.cpu_ns < 10 * MS
+    assert r.vol_cs >= 1
+    assert r.blocked_ns >= 190 * MS
+    assert r.wall_ns == r.end_ns - r.start_ns
+    assert r.yields == 0
+
+
+def test_a_spinning_thread_is_on_the_cpu_or_waiting_for_it(lib: qt.TokenLibrary) -> None:
+    def run() -> qt.Reading:
+        with qt.token(2, "/spin", library=lib) as t:
+            spin_wall(0.3)
+        return t.read()
+
+    r = in_thread(run)
+    assert 300 * MS <= r.wall_ns < 500 * MS
+    # never blocked: every nanosecond is CPU or run-queue wait (a few ms of tick granularity)
+    assert abs(r.wall_ns - r.cpu_ns - r.runq_wait_ns) <= 0.02 * r.wall_ns + 2 * MS
+    assert r.cpu_ns > 0
+    assert r.vol_cs <= 2  # the interpreter may block once or twice (GIL hand-over), briefly
+    assert r.cpu_ns <= r.wall_ns
+
+
+def _competitor(cpu: int, seconds: float) -> subprocess.Popen[bytes]:
+    code = (
+        "import os, time\n"
+        f"os.sched_setaffinity(0, {{{cpu}}})\n"
+        f"end = time.monotonic() + {seconds}\n"
+        "while time.monotonic() < end:\n    pass\n"
+    )
+    return subprocess.Popen([sys.executable, "-c", code])
+
+
+def _run_ns(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
+
+
+def test_a_competitor_on_the_same_cpu_shows_as_run_queue_wait(lib: qt.TokenLibrary) -> None:
+    cpu = max(os.sched_getaffinity(0))
+    rival = _competitor(cpu, 10.0)
+    try:
+        deadline = time.monotonic() + 5
+        while _run_ns(rival.pid) < 100 * MS and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _run_ns(rival.pid) >= 100 * MS, "the competitor did not start spinning"
+
+        def run() -> qt.Reading:
+            os.sched_setaffinity(0, {cpu})
+            with qt.token(3, "/contended", library=lib) as t:
+                spin_wall(0.5)
+            return t.read()
+
+        r = in_thread(run)
+    finally:
+        rival.kill()
+        rival.wait(timeout=10)
+    # two runnable threads on one CPU: a fair scheduler gives each about half
+    assert 500 * MS <= r.wall_ns < 800 * MS
+    assert r.runq_wait_ns >= 0.25 * r.wall_ns
+    assert r.cpu_ns <= 0.75 * r.wall_ns
+    assert r.invol_cs > 0
+    assert r.timeslices >= r.invol_cs
+    assert abs(r.wall_ns - r.cpu_ns - r.runq_wait_ns) <= 0.02 * r.wall_ns + 2 * MS
+
+
+def test_yield_and_resume_count_only_the_running_spans(lib: qt.TokenLibrary) -> None:
+    def run() -> tuple[qt.Reading, qt.Snapshot, qt.Snapshot]:
+        before = lib.snapshot()
+        tok = lib.start(4, "/yielded")
+        spin_cpu(0.05)
+        lib.yield_(tok)
+        spin_cpu(0.1)  # not this token's
+        for _ in range(3):
+            time.sleep(0.01)  # three voluntary switches, not this token's
+        lib.resume(tok)
+        spin_cpu(0.05)
+        lib.end(tok)
+        return lib.read(tok), before, lib.snapshot()
+
+    r, before, after = in_thread(run)
+    assert r.yields == 1
+    assert 100 * MS <= r.cpu_ns <= 105 * MS
+    assert after.cpu_ns - before.cpu_ns >= 200 * MS
+    assert r.vol_cs <= (after.vol_cs - before.vol_cs) - 3
+    assert r.wall_ns >= 230 * MS
+
+
+def test_one_thread_multiplexes_tokens(lib: qt.TokenLibrary) -> None:
+    """Two tokens interleaved on one thread: each counts its own spans, 3 x 20 and 2 x 30 ms."""
+
+    def run() -> tuple[qt.Reading, qt.Reading]:
+        a = lib.start(10, "/a")
+        lib.yield_(a)
+        b = lib.start(11, "/b")
+        lib.yield_(b)
+        for i in range(3):
+            lib.resume(a)
+            spin_cpu(0.02)
+            lib.yield_(a)
+            if i < 2:
+                lib.resume(b)
+                spin_cpu(0.03)
+                lib.yield_(b)
+        lib.end(a)
+        lib.end(b)
+        return lib.read(a), lib.read(b)
+
+    a, b = in_thread(run)
+    assert (a.request_id, a.yields, b.request_id, b.yields) == (10, 4, 11, 3)
+    assert 60 * MS <= a.cpu_ns <= 62 * MS
+    assert 60 * MS <= b.cpu_ns <= 62 * MS
+    assert a.thread_id == b.thread_id
+    assert a.start_ns < b.start_ns < b.end_ns and a.end_ns <= b.end_ns
+
+
+def test_read_sees_a_running_token_so_far(lib: qt.TokenLibrary) -> None:
+    def run() -> tuple[qt.Reading, qt.Reading]:
+        with qt.token(5, "/r", library=lib) as t:
+            spin_cpu(0.02)
+            mid = t.read()
+            spin_cpu(0.02)
+        return mid, t.read()
+
+    mid, last = in_thread(run)
+    assert mid.state == "running" and mid.end_ns == 0
+    assert 20 * MS <= mid.cpu_ns < last.cpu_ns
+    assert last.state == "ended" and 40 * MS <= last.cpu_ns <= 42 * MS
+
+
+def test_misuse_is_refused_with_the_errno(lib: qt.TokenLibrary) -> None:
+    def run() -> list[tuple[str, int]]:
+        seen: list[tuple[str, int]] = []
+        tok = lib.start(6, "/x")
+        for op in (lib.resume, lib.end, lib.end, lib.yield_, lib.resume):
+            try:
+                op(tok)
+                seen.append((getattr(op, "__name__", "?"), 0))
+            except qt.TokenError as exc:
+                seen.append((exc.operation, exc.errno))
+        try:
+            lib.read(123456789)
+        except qt.TokenError as exc:
+            seen.append((exc.operation, exc.errno))
+        return seen
+
+    import errno
+
+    assert in_thread(run) == [
+        ("resume", errno.EALREADY),  # running already
+        ("end", 0),
+        ("end", errno.EINVAL),  # ended already
+        ("yield", errno.EINVAL),
+        ("resume", errno.EINVAL),
+        ("read", errno.EINVAL),
+    ]
+
+
+def test_a_token_belongs_to_its_thread(lib: qt.TokenLibrary) -> None:
+    tok = in_thread(lambda: lib.start(7, "/other"))
+    with pytest.raises(qt.TokenError) as info:
+        lib.end(tok)
+    assert info.value.operation == "end"
+
+
+def test_module_functions_and_the_context_manager_share_the_default_library(
+    default_lib: qt.TokenLibrary,
+) -> None:
+    def run() -> qt.Reading:
+        tok = qt.start(8, "/m")
+        qt.yield_(tok)
+        qt.resume(tok)
+        qt.end(tok)
+        return qt.read(tok)
+
+    r = in_thread(run)
+    assert (r.request_id, r.request_class, r.yields, r.state) == (8, "/m", 1, "ended")
+
+
+def test_the_body_raising_still_ends_the_token(lib: qt.TokenLibrary) -> None:
+    def run() -> qt.Reading:
+        holder: list[qt.Token] = []
+        with pytest.raises(ZeroDivisionError), qt.token(9, "/boom", library=lib) as t:
+            holder.append(t)
+            _ = 1 / 0
+        return holder[0].read()
+
+    assert in_thread(run).state == "ended"
+
+
+def test_a_missing_library_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(PrerequisiteError, match="make native"):
+        qt.TokenLibrary(tmp_path / "nope.so")
