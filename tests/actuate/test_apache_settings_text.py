@@ -12,15 +12,7 @@ from quell.actuate.apache import ApacheConfig, ServerSettings, read_settings, wi
 from quell.errors import InputError
 from quell.lab.apache import ApachePaths, httpd_config, php_fpm_config
 from quell.scenario.model import ApacheSettings
-
-SETTINGS = ApacheSettings(
-    mpm="worker",
-    threads_per_child=8,
-    server_limit=6,
-    max_request_workers=24,
-    keepalive_timeout_s=2.5,
-    php_max_children=5,
-)
+from tests.lab.test_apache_config import SETTINGS
 
 
 def lab_config(tmp_path: Path, settings: ApacheSettings = SETTINGS) -> ApacheConfig:

@@ -314,12 +314,7 @@ def test_faults_hold_the_weights_and_the_controller_resumes_on_its_own(
     stack.procs[2], stack.procs[-1] = stack.procs[-1], stack.procs[2]
     wait_for(f"{cfg.prometheus.url}/-/ready")
     # back once it has scraped the agents again (a rate needs two scrapes in its window)
-    client = PrometheusClient(cfg.prometheus.url)
-    deadline = time.monotonic() + 15
-    while len(client.query("rate(quell_cgroup_cpu_usage_seconds_total[2s])")) < 4:
-        assert time.monotonic() < deadline, "Prometheus never scraped the agents again"
-        time.sleep(0.1)
-    client.close()
+    scraped_again(cfg.prometheus.url)
     assert until_acting(2) <= 2, log
 
     # HAProxy's socket gone: held, then acting on the first interval it is back
@@ -460,17 +455,24 @@ def test_nan_and_stale_metrics_are_held_and_the_controller_resumes_on_its_own(
         )
         stack.procs[0], stack.procs[-1] = stack.procs[-1], stack.procs[0]
         wait_for(f"{url}/metrics")
-        client = PrometheusClient(cfg.prometheus.url)
-        deadline = time.monotonic() + 15
-        while len(client.query("rate(quell_cgroup_cpu_usage_seconds_total[2s])")) < 4:
-            assert time.monotonic() < deadline, "Prometheus never scraped the agent again"
-            time.sleep(0.1)
-        client.close()
+        scraped_again(cfg.prometheus.url)
         assert until_acting(2) <= 2, reasons
         assert len(store.decision_log()) == len(reasons)  # one decision per interval
     finally:
         env.close()
         store.close()
+
+
+def scraped_again(prometheus_url: str, within_s: float = 15.0) -> None:
+    """Once Prometheus has every instance's CPU rate again (two scrapes in its window)."""
+    client = PrometheusClient(prometheus_url)
+    deadline = time.monotonic() + within_s
+    try:
+        while len(client.query("rate(quell_cgroup_cpu_usage_seconds_total[2s])")) < 4:
+            assert time.monotonic() < deadline, "Prometheus never scraped the agents again"
+            time.sleep(0.1)
+    finally:
+        client.close()
 
 
 def answers(url: str) -> bool:

@@ -17,17 +17,8 @@ from quell.errors import InputError
 from quell.lab.apache import ApachePaths, httpd_config, php_fpm_config
 from quell.live.agent import Agent
 from quell.live.config import AgentConfig, agent_problems, parse_config
-from quell.scenario.model import ApacheSettings
+from tests.lab.test_apache_config import SETTINGS
 from tests.live.test_agent import TOKEN, cgroup_tree
-
-SETTINGS = ApacheSettings(
-    mpm="worker",
-    threads_per_child=8,
-    server_limit=6,
-    max_request_workers=24,
-    keepalive_timeout_s=2.5,
-    php_max_children=5,
-)
 
 
 def config(tmp_path: Path, allow: list[str], **apache: Any) -> AgentConfig:
