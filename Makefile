@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # System packages the lab drives (Debian 12 / Ubuntu names). Debian's prometheus unit would
 # listen on :9090; quell starts its own Prometheus, so the unit is disabled once installed.
 SYSTEM_PACKAGES := gcc libc6-dev haproxy lighttpd nginx apache2 php8.2-fpm httperf wrk stress-ng iperf3 fio \
-	sysstat iproute2 procps psmisc util-linux prometheus
+	sysstat iproute2 procps psmisc util-linux prometheus clamav
 
 NATIVE := src/quell/instrument/c
 NATIVE_OUT := $(NATIVE)/build

@@ -234,3 +234,26 @@ def test_cli_sim_run_json(tmp_path: Path, name: str) -> None:
 
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     assert summary["environment"] == "sim" and summary["phases"]
+
+
+def test_a_clamscan_counts_as_one_cpu_bound_worker() -> None:
+    """The simulator's model of a clamscan neighbour: one stress-ng CPU worker, no more."""
+
+    def rts(antagonist: dict[str, Any]) -> list[float | None]:
+        s = scenario(
+            hosts=[{"id": "h1"}],
+            instances=[{"id": "i1", "host": "h1"}],
+            workload={
+                "arrival": {"process": "poisson", "rate_rps": 40},
+                "requests": [{"path": "/f"}],
+            },
+            antagonists=[{"id": "bg", "host": "h1", **antagonist}],
+            events=[{"at_s": 15, "start": ["bg"]}, {"at_s": 30, "stop": ["bg"]}],
+            service={"capacity_bytes_per_s": 102400 * 100.0, "stress_ng_slowdown_per_worker": 1.0},
+        )
+        _, snaps = run(s)
+        return [snap.instances["i1"].mean_rt_seconds for snap in snaps]
+
+    clam = rts({"kind": "clamscan", "data_mb": 64})
+    assert clam == rts({"kind": "stress-ng", "stressor": "cpu", "workers": 1})
+    assert clam != rts({"kind": "stress-ng", "stressor": "cpu", "workers": 2})

@@ -41,7 +41,16 @@ from quell.lab.servers import (
 )
 from quell.lab.tag import RUNTIME_ROOT, RunTag
 from quell.lab.users import write_population
-from quell.scenario.model import Event, FileSpec, Fio, Instance, Iperf3, Scenario, StressNg
+from quell.scenario.model import (
+    ClamScan,
+    Event,
+    FileSpec,
+    Fio,
+    Instance,
+    Iperf3,
+    Scenario,
+    StressNg,
+)
 from quell.scenario.schedule import build_population, build_schedule
 from quell.signals.cgroup import CgroupLayout
 from quell.signals.netns import NETNS_DIR, NetDevReader, open_in_netns
@@ -124,6 +133,10 @@ class Testbed:
         if s.probe is not None:
             probe_file = FileSpec(path=PROBE_PATH, size_bytes=s.probe.size_bytes)
             write_docroot(self.work / "probe-www", [probe_file], s.seed)
+        for ant in s.antagonists:
+            if isinstance(ant, ClamScan):
+                status(f"clamscan data for {ant.id}")
+                ants.write_clamscan_data(ant, self.work / f"clam-{ant.id}", s.seed)
 
     def start_instance(self, inst: Instance, index: int) -> LabInstance:
         """The instance's namespace, cgroup, server (Apache with php-fpm, settled: see
@@ -325,7 +338,9 @@ class Testbed:
             ant = next(a for a in self.scenario.antagonists if a.id == ant_id)
             self.antagonists[ant_id] = self._start_antagonist(ant, remaining)
 
-    def _start_antagonist(self, ant: StressNg | Iperf3 | Fio, timeout_s: float) -> list[Managed]:
+    def _start_antagonist(
+        self, ant: StressNg | Iperf3 | Fio | ClamScan, timeout_s: float
+    ) -> list[Managed]:
         cpus = self.cpus_for(ant.host, ant.cpus)
         if isinstance(ant, Iperf3):
             j = self.topology.host_index[ant.host]
@@ -336,6 +351,8 @@ class Testbed:
         group = self._group(f"a-{ant.id}", cpus)
         if isinstance(ant, StressNg):
             argv = ants.stress_ng_argv(ant, timeout_s)
+        elif isinstance(ant, ClamScan):
+            argv = ants.clamscan_argv(self.work / f"clam-{ant.id}", timeout_s)
         else:
             io_dir = self.work / "io"
             io_dir.mkdir(exist_ok=True)

@@ -170,7 +170,22 @@ class Fio(StrictModel):
     cpus: CpuList | None = None
 
 
-Antagonist = Annotated[StressNg | Iperf3 | Fio, Field(discriminator="kind")]
+class ClamScan(StrictModel):
+    """A heavy job beside the service that ends by itself: clamav's ``clamscan -r`` over a data
+    set the lab generates (``data_mb`` in ``files`` files: large random ones, text, many small
+    ones, gzip archives), with a signature database of its own (clamav runs offline). One scan
+    per start; a periodic job is a start event per period (Soroban's Fig. 4). It keeps about one
+    CPU busy and reads its files; in the simulator it counts as one CPU-bound worker."""
+
+    kind: Literal["clamscan"]
+    id: Identifier
+    host: Identifier
+    data_mb: Annotated[int, Field(ge=1, le=4096)] = 256
+    files: Annotated[int, Field(ge=1, le=100_000)] = 2000
+    cpus: CpuList | None = None
+
+
+Antagonist = Annotated[StressNg | Iperf3 | Fio | ClamScan, Field(discriminator="kind")]
 
 
 class Event(StrictModel):

@@ -44,7 +44,15 @@ from quell.core.observation import MAXCONN_KEY, SERVER_SETTING_KEYS, Observation
 from quell.core.rng import component_rng
 from quell.errors import ActionError, EnvironmentStateError, InputError, Problem
 from quell.probe.severity import PROBE_COUNT_KEY, PROBE_KEY
-from quell.scenario.model import ApacheSettings, Event, Fio, Iperf3, Scenario, StressNg
+from quell.scenario.model import (
+    ApacheSettings,
+    ClamScan,
+    Event,
+    Fio,
+    Iperf3,
+    Scenario,
+    StressNg,
+)
 from quell.scenario.schedule import build_schedule
 from quell.scenario.service import ServiceModel
 from quell.sim.core import MAX_PAGES, Algorithm, EventCore, Records, interval_stats
@@ -343,10 +351,11 @@ class SimEnvironment:
         """Instance i's slowdown by its host (stress-ng's workers) and, for an apache
         instance, its memory pressure; sets an apache instance's overhead per worker."""
         svc = self.service_
+        running = getattr(self, "_running", ())
         workers = sum(
-            a.workers
+            a.workers if isinstance(a, StressNg) else 1  # a clamscan: one CPU-bound worker
             for a in self.scenario.antagonists
-            if isinstance(a, StressNg) and a.host == host and a.id in getattr(self, "_running", ())
+            if isinstance(a, StressNg | ClamScan) and a.host == host and a.id in running
         )
         factor = 1.0 + svc.stress_ng_slowdown_per_worker * workers
         apache = self._apache[i]
