@@ -28,6 +28,9 @@ class SystemLoad(StrictModel):
     users: Annotated[int, Field(ge=0, le=100_000)]
     cap_pct: Pct = 100.0
     """CFS quota as a percentage of the shared core (the seed's VM limit: 50, 60, 70, 100)."""
+    resources: Literal["liberal", "conservative"] | None = None
+    """This system's software resources (Table II) when they differ from the point's: the
+    seed's Fig. 2 runs Sys_Const[Conservative] beside Sys_Inc[Liberal], Fig. 4 the reverse."""
 
 
 class ConsolidationPoint(StrictModel):
