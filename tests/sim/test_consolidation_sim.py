@@ -4,6 +4,7 @@ tending to the fluid one as its quantum shrinks, a 50 % cap holding, and repeata
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from quell.errors import InputError
@@ -149,3 +150,20 @@ def test_bad_scheduler_settings_are_refused_together() -> None:
     with pytest.raises(InputError) as exc:
         simulate_point(point(1, 1), scheduler="quantum", quantum_seconds=-1.0, period_seconds=5.0)
     assert len(exc.value.problems) == 2
+
+
+@pytest.mark.parametrize("index", [1.0, 20.0])
+def test_sys_inc_bursts_have_the_index_of_dispersion_asked(index: float) -> None:
+    # Jobs of 10 µs: the users almost always think, so Sys_Inc's requests are the MMPP2 of
+    # Mmpp2.fit (50 users, 1 s think: 50/s). Its CPU per 0.1 s counts them; the index of
+    # dispersion of the counts in 5 s windows (about 25 burst cycles long at I = 20) is I's
+    # within sampling error (80 windows: about 15 %); Sys_Const keeps I = 1.
+    tiny = Costs(light_seconds=1e-5, heavy_seconds=1e-5)
+    p = point(50, 50, think_time_seconds=1.0, dispersion_index=index, measure_seconds=400.0)
+    m = simulate_point(p, scheduler="fluid", costs=tiny)
+    for name, want in (("inc", index), ("const", 1.0)):
+        s = m.systems[name]
+        counts = np.asarray(s.cpu_pct_100ms).reshape(-1, 50).sum(axis=1) * 0.1 / 100.0 / 1e-5
+        assert counts.sum() == pytest.approx(s.requests_total, abs=100)
+        assert s.throughput_per_second == pytest.approx(50.0, rel=0.1)
+        assert counts.var() / counts.mean() == pytest.approx(want, rel=0.4)

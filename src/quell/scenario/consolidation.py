@@ -43,8 +43,8 @@ class ConsolidationPoint(StrictModel):
     heavy_share: Annotated[float, Field(ge=0.0, le=1.0)] = 0.1
     """Fraction of transactions that are heavy (category browses, searches)."""
     dispersion_index: Annotated[float, Field(ge=1.0, le=10_000.0)] = 1.0
-    """Index of dispersion of the request process (1: exponential think times; larger: MMPP2
-    bursts), the seed's I."""
+    """Index of dispersion of Sys_Inc's request process (1: exponential think times; larger:
+    MMPP2 bursts), the seed's I; Sys_Const's stays 1, as in the seed's Fig. 7 and 8."""
     ctp: bool = False
     """Cross-tier priority: light transactions dequeued first in front of the application tier."""
     resources: Literal["liberal", "conservative"] = "liberal"

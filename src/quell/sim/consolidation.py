@@ -2,8 +2,8 @@
 n-tier systems whose database tiers share one core under per-system CPU caps.
 
 Each system is a closed loop: ``users`` users think (exponential, mean ``think_time_seconds``;
-for an index of dispersion I > 1 the think rate is modulated by a two-state Markov chain shared
-by all the system's users, fitted with ``quell.workload.arrival.Mmpp2.fit``), then send a
+for Sys_Inc at an index of dispersion I > 1 the think rate is modulated by a two-state Markov
+chain shared by all its users, fitted with ``quell.workload.arrival.Mmpp2.fit``), then send a
 request. The request takes a web worker (FIFO queue), then an application worker (FIFO, or
 light transactions first with cross-tier priority: non-preemptive), each application worker
 holding one database connection, and runs one database job on the shared core: light or heavy
@@ -164,7 +164,8 @@ class _System:
         self.generation = [0] * users
         self.thinking: dict[int, float] = {}  # user → think end, for resampling in a burst
         # Burst chain (I > 1): think mean per state.
-        self.bursty = point.dispersion_index > 1.0 and users > 0
+        # Bursts are Sys_Inc's only; Sys_Const keeps I = 1, as in the seed's Fig. 7 and 8.
+        self.bursty = index == 1 and point.dispersion_index > 1.0 and users > 0
         self.high = False
         self.next_switch = math.inf
         self.think_mean = point.think_time_seconds
