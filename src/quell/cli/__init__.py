@@ -22,6 +22,7 @@ from quell.cli.prima import prima_app
 from quell.cli.scenario import scenario_app
 from quell.cli.sim import sim_app
 from quell.cli.startup import own_process
+from quell.cli.study import study_app
 from quell.errors import QuellError
 
 app = typer.Typer(
@@ -38,6 +39,7 @@ app.add_typer(model_app, name="model", no_args_is_help=True)
 app.add_typer(ic2_app, name="ic2", no_args_is_help=True)
 app.command("agent")(agent_command)
 app.add_typer(live_app, name="live", no_args_is_help=True)
+app.add_typer(study_app, name="study", no_args_is_help=True)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -1,0 +1,162 @@
+"""Run a consolidation study's points in the lab or the simulator, each point's
+``measurement.json`` written in its run directory as soon as it is measured; a point that has
+one is read back, not measured again (a sweep resumes where it stopped). A lab point whose
+machine steal exceeds the bound is measured again (``least_stolen``, as ``lab compare``).
+
+Afterwards ``collect`` turns the measurements into the study's record: the spec and every
+point, each system's 0.1 s CPU series kept as histograms at 0.1 s and 2 s (the seed's Fig. 3
+and 5 sample every 2 s): what the results page and its figures are drawn from."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from quell.core.files import load_json, write_json
+from quell.errors import InputError, PrerequisiteError, Problem
+from quell.experiment.run import least_stolen
+from quell.report.consolidation import FORMAT, VERSION, histograms
+from quell.scenario.consolidation import ConsolidationMeasurement
+from quell.studies.consolidation.spec import Env, PlannedPoint, SimSettings, Study
+
+MeasureFn = Callable[[PlannedPoint, Path], ConsolidationMeasurement]
+ProgressFn = Callable[[int, str], None]
+
+MAX_STEAL_PCT = 5.0
+"""A lab point measured while the machine's steal averaged more is measured again."""
+STEAL_ATTEMPTS = 3
+
+
+def sim_measure(settings: SimSettings) -> MeasureFn:
+    """Points measured by ``quell.sim.consolidation.simulate_point`` with ``settings``."""
+    from quell.sim.consolidation import Costs, simulate_point
+
+    costs = Costs(
+        light_seconds=settings.light_cpu_seconds, heavy_seconds=settings.heavy_cpu_seconds
+    )
+
+    def measure(planned: PlannedPoint, run_dir: Path) -> ConsolidationMeasurement:
+        return simulate_point(
+            planned.point,
+            scheduler="fluid" if planned.label == "fluid" else "quantum",
+            quantum_seconds=settings.quantum_seconds,
+            period_seconds=settings.period_seconds,
+            pick=settings.pick,
+            memory_seconds=settings.memory_seconds,
+            preempt=settings.preempt,
+            costs=costs,
+        )
+
+    return measure
+
+
+def lab_measure() -> MeasureFn:
+    """Points measured in the lab by ``quell.lab.consolidation.measure_point`` (the lab half of
+    the study), each measured again while the machine's steal spoils it."""
+    try:
+        from quell.lab import consolidation as lab  # type: ignore[attr-defined,unused-ignore]
+    except ImportError:
+        raise PrerequisiteError(
+            "quell.lab.consolidation (the consolidation lab: PostgreSQL tiers on a capped core)"
+            " is not part of this quell",
+            "quell study consolidation --env lab",
+        ) from None
+
+    def measure(planned: PlannedPoint, run_dir: Path) -> ConsolidationMeasurement:
+        attempt = 0
+
+        def once() -> ConsolidationMeasurement:
+            nonlocal attempt
+            attempt += 1
+            got: ConsolidationMeasurement = lab.measure_point(
+                planned.point, run_dir / f"attempt{attempt}"
+            )
+            return got
+
+        kept, over = least_stolen(once, lambda m: m.steal_pct, MAX_STEAL_PCT, STEAL_ATTEMPTS)
+        if not over:
+            return kept
+        note = (
+            f"measured {len(over) + (kept not in over)} time(s): steal over {MAX_STEAL_PCT:g} %"
+            f" in {len(over)} ({', '.join(f'{m.steal_pct:.1f} %' for m in over)})"
+        )
+        return ConsolidationMeasurement(
+            env=kept.env,
+            point=kept.point,
+            systems=kept.systems,
+            steal_pct=kept.steal_pct,
+            notes=[*kept.notes, note],
+        )
+
+    return measure
+
+
+def _read(path: Path, planned: PlannedPoint, env: Env) -> ConsolidationMeasurement:
+    raw = load_json(path, "measurement")
+    try:
+        m = ConsolidationMeasurement.from_json(raw)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(
+            str(path), [Problem("", f"not a consolidation measurement: {exc}")]
+        ) from None
+    if m.point != planned.point or m.env != env:
+        raise InputError(
+            str(path),
+            [
+                Problem(
+                    "point",
+                    "holds another point than the spec's: resume with the spec it was measured"
+                    " with, or run into another --runs-dir",
+                )
+            ],
+        )
+    return m
+
+
+def run_study(
+    study: Study,
+    env: Env,
+    runs_dir: Path,
+    measure: MeasureFn,
+    progress: ProgressFn = lambda done, what: None,
+) -> list[tuple[PlannedPoint, ConsolidationMeasurement]]:
+    """Every point of ``study`` in ``env``: read back if measured, else measured and written."""
+    out = []
+    points = study.points(env)
+    for k, planned in enumerate(points):
+        run_dir = planned.run_dir(runs_dir)
+        path = run_dir / "measurement.json"
+        progress(k, f"{planned.label} {planned.key} seed {planned.point.seed}")
+        if path.exists():
+            m = _read(path, planned, env)
+        else:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            m = measure(planned, run_dir)
+            write_json(path, m.to_json())
+        out.append((planned, m))
+    progress(len(points), "done")
+    return out
+
+
+def collect(
+    study: Study, env: Env, measured: list[tuple[PlannedPoint, ConsolidationMeasurement]]
+) -> dict[str, Any]:
+    """The study's record (module docstring)."""
+    points = []
+    for planned, m in measured:
+        doc = m.to_json()
+        for name, sys_doc in doc["systems"].items():
+            series = sys_doc.pop("cpu_pct_100ms")
+            sys_doc["cpu_hist"] = histograms(series)
+            doc["systems"][name] = sys_doc
+        doc["label"] = planned.label
+        points.append(doc)
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "name": study.spec.name,
+        "env": env,
+        "spec": study.spec.model_dump(mode="json"),
+        "points": points,
+    }
