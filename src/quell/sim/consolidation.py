@@ -242,7 +242,7 @@ def simulate_point(
     quantum_seconds: float = 0.005,
     period_seconds: float = 0.1,
     pick: Pick = "least_used",
-    memory_seconds: float = 1.0,
+    memory_seconds: float = 10.0,
     preempt: bool = True,
     costs: Costs | None = None,
     tiers: Tiers | None = None,

@@ -47,7 +47,7 @@ class SimSettings(StrictModel):
     quantum_seconds: Annotated[float, Field(gt=0.0, le=1.0)] = 0.005
     period_seconds: Annotated[float, Field(ge=0.001, le=1.0)] = 0.1
     pick: Literal["rr", "least_used"] = "least_used"
-    memory_seconds: Annotated[float, Field(gt=0.0, le=600.0)] = 1.0
+    memory_seconds: Annotated[float, Field(gt=0.0, le=600.0)] = 10.0
     preempt: bool = True
     light_cpu_seconds: Annotated[float, Field(gt=0.0, le=1.0)] = 0.001
     heavy_cpu_seconds: Annotated[float, Field(gt=0.0, le=10.0)] = 0.05
