@@ -231,6 +231,24 @@ def _ctp_lines(cs: dict[Curve, list[Cell]]) -> list[str]:
     return out
 
 
+def _cpu_table(cs: dict[Curve, list[Cell]]) -> list[str]:
+    """Each curve's mean CPU per system at its peak (the seed's Table III)."""
+    lines = [
+        "| curve | at Inc users | Const CPU % | Inc CPU % | total % | throttled Const / Inc |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for c, cells in cs.items():
+        if len(cells) < 2:
+            continue
+        peak = next(cell for cell in cells if cell.inc_users == shape(cells).peak_at)
+        a, b = Cell.mean(peak.const_cpu), Cell.mean(peak.inc_cpu)
+        lines.append(
+            f"| {c.name()} | {peak.inc_users} | {a:.1f} | {b:.1f} | {a + b:.1f} |"
+            f" {Cell.mean(peak.const_throttled):.0f} / {Cell.mean(peak.inc_throttled):.0f} |"
+        )
+    return lines
+
+
 def _point_table(cs: dict[Curve, list[Cell]]) -> list[str]:
     lines = [
         "| curve | Inc users | Const RT ms (least–most) | Inc RT ms | Const X/s | Inc X/s |"
@@ -272,6 +290,7 @@ def render(data: Path, image_dir: str = "../img/consolidation") -> str:
             out += [doc["spec"]["description"].strip(), ""]
         out += _settings(doc)
         out += ["", "### Curves", "", *_curve_table(cs)]
+        out += ["", "### Mean CPU at each curve's peak (Table III)", "", *_cpu_table(cs)]
         ctp = _ctp_lines(cs)
         if ctp:
             out += ["", "### Cross-tier priority", "", *ctp]
