@@ -23,7 +23,8 @@ from typing import Any
 FORMAT = "quell-consolidation-study"
 VERSION = 1
 BIN_PCT = 5.0
-"""Histogram bins: 0–5 %, 5–10 %, …, 95–100 % of the shared core."""
+"""Histogram bins: [0, 5] %, (5, 10] %, …, (95, 100] % of the shared core (a group held at
+its 50 % quota counts in (45, 50], not above it)."""
 SAMPLES_PER_2S = 20
 
 
@@ -42,7 +43,7 @@ def _counts(values: Sequence[float]) -> list[int]:
     bins = int(100 / BIN_PCT)
     out = [0] * bins
     for v in values:
-        out[min(bins - 1, max(0, int(v / BIN_PCT)))] += 1
+        out[min(bins - 1, max(0, math.ceil(v / BIN_PCT) - 1))] += 1
     return out
 
 
@@ -317,9 +318,9 @@ def _panels(cs: dict[Curve, list[Cell]]) -> dict[tuple[str, tuple[float, float]]
 
 
 def write_figures(data: Path, out_dir: Path) -> list[Path]:
-    """For each study record in ``data``: ``<name>-rt.png`` (Sys_Const's and Sys_Inc's
-    response time against Sys_Inc's users, a panel per scheduler and cap pair: Fig. 2, 4, 6,
-    7, 8), ``<name>-cpu.png`` (each system's CPU histograms at 0.1 s and 2 s at each panel's
+    """For each study record in ``data``: ``<name>-rt.png`` (Sys_Const's response time, and
+    beside it Sys_Inc's, against Sys_Inc's users, a row per scheduler and cap pair: Fig. 2, 4,
+    6, 7, 8), ``<name>-cpu.png`` (each system's CPU histograms at 0.1 s and 2 s at each panel's
     first curve's peak: Fig. 3, 5), ``<name>-throttled.png`` (throttled periods)."""
     from matplotlib.figure import Figure
 
@@ -330,11 +331,12 @@ def write_figures(data: Path, out_dir: Path) -> list[Path]:
         cs = curves(doc)
         panels = _panels(cs)
         n = len(panels)
-        fig = Figure(figsize=(6.5, 3.2 * n))
+        fig = Figure(figsize=(10.0, 3.0 * n))
         figt = Figure(figsize=(6.5, 2.6 * n))
         figc = Figure(figsize=(8.0, 2.6 * n))
         for row, ((label, caps), members) in enumerate(panels.items()):
-            ax = fig.add_subplot(n, 1, row + 1)
+            ax = fig.add_subplot(n, 2, 2 * row + 1)
+            axi = fig.add_subplot(n, 2, 2 * row + 2)
             axt = figt.add_subplot(n, 1, row + 1)
             for c in members:
                 cells = cs[c]
@@ -344,12 +346,13 @@ def write_figures(data: Path, out_dir: Path) -> list[Path]:
                 hi = [1e3 * max(cell.const_rt_s) - y for y, cell in zip(ys, cells, strict=True)]
                 tag = f"Const {c.const_users}, I={c.dispersion:g}" + (" CTP" if c.ctp else "")
                 line = ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", ms=3, capsize=2, label=tag)
-                ax.plot(
+                axi.plot(
                     xs,
                     [1e3 * Cell.mean(cell.inc_rt_s) for cell in cells],
-                    ls="--",
-                    lw=0.8,
+                    marker="o",
+                    ms=3,
                     color=line[0].get_color(),
+                    label=tag,
                 )
                 axt.plot(
                     xs,
@@ -364,10 +367,12 @@ def write_figures(data: Path, out_dir: Path) -> list[Path]:
                     ls="--",
                     label=f"{tag}: Inc",
                 )
-            ax.set_title(f"{label}, caps {caps[0]:g}/{caps[1]:g} (dashed: Sys_Inc)", fontsize=9)
+            ax.set_title(f"Sys_Const: {label}, caps {caps[0]:g}/{caps[1]:g}", fontsize=9)
             ax.set_ylabel("mean RT (ms)")
             ax.set_ylim(bottom=0)
             ax.legend(fontsize=6)
+            axi.set_title(f"Sys_Inc: {label}, caps {caps[0]:g}/{caps[1]:g}", fontsize=9)
+            axi.set_yscale("log")
             axt.set_title(f"{label}, caps {caps[0]:g}/{caps[1]:g}", fontsize=9)
             axt.set_ylabel("throttled periods")
             axt.legend(fontsize=6)
@@ -393,7 +398,7 @@ def write_figures(data: Path, out_dir: Path) -> list[Path]:
                 axc.set_xlabel("CPU % of the shared core", fontsize=7)
                 axc.set_ylabel("share of samples", fontsize=7)
                 axc.legend(fontsize=6)
-        for ax in fig.axes[-1:]:
+        for ax in fig.axes[-2:]:
             ax.set_xlabel("Sys_Inc users")
         for ax in figt.axes[-1:]:
             ax.set_xlabel("Sys_Inc users")
