@@ -37,11 +37,16 @@ def consolidation(
     )
 
     from quell.cli.console import emit_json, err_console, out_console, say
-    from quell.core.files import write_json
     from quell.errors import InputError, Problem
     from quell.report.consolidation import curves, shape, write_figures
     from quell.studies.consolidation.spec import Env, load_study
-    from quell.studies.consolidation.sweep import collect, lab_measure, run_study, sim_measure
+    from quell.studies.consolidation.sweep import (
+        collect,
+        lab_measure,
+        run_study,
+        sim_measure,
+        write_record,
+    )
 
     if env not in ("lab", "sim"):
         raise InputError("--env", [Problem("--env", f"{env!r}: choose lab or sim")])
@@ -68,7 +73,7 @@ def consolidation(
     record = collect(study, which, measured)
     data_dir = root / "record"
     record_path = data_dir / f"{study.spec.name}-{which}.json"
-    write_json(record_path, record)
+    write_record(record_path, record)
     figures = write_figures(data_dir, root / "figures")
     cs = curves(record)
     summary = []

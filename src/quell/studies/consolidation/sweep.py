@@ -9,6 +9,7 @@ and 5 sample every 2 s): what the results page and its figures are drawn from.""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -139,6 +140,20 @@ def run_study(
     return out
 
 
+def write_record(path: Path, record: dict[str, Any]) -> None:
+    """The study record as compact JSON (some 800 points fit in well under a megabyte),
+    written through a temporary file beside it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(record, separators=(",", ":")) + "\n")
+    tmp.replace(path)
+
+
+def _short(v: Any) -> Any:
+    """A measured float to 6 significant digits (the record's size; the runs keep them all)."""
+    return float(f"{v:.6g}") if isinstance(v, float) else v
+
+
 def collect(
     study: Study, env: Env, measured: list[tuple[PlannedPoint, ConsolidationMeasurement]]
 ) -> dict[str, Any]:
@@ -146,10 +161,11 @@ def collect(
     points = []
     for planned, m in measured:
         doc = m.to_json()
+        del doc["format"], doc["version"]
         for name, sys_doc in doc["systems"].items():
             series = sys_doc.pop("cpu_pct_100ms")
-            sys_doc["cpu_hist"] = histograms(series)
-            doc["systems"][name] = sys_doc
+            doc["systems"][name] = {k: _short(v) for k, v in sys_doc.items()}
+            doc["systems"][name]["cpu_hist"] = histograms(series)
         doc["label"] = planned.label
         points.append(doc)
     return {
