@@ -61,10 +61,13 @@ test: install lint typecheck unit
 bench: install
 	$(PY) bench/run.py
 
-# docs/results/prima.md from the measured files in docs/results/data and the last bench.
+# docs/results/prima.md from the measured files in docs/results/data and the last bench;
+# docs/results/consolidation.md and its figures from the study records.
 results: python
 	$(VENV)/bin/quell prima results --data docs/results/data --bench bench/results/prima.json \
 	  --out docs/results/prima.md
+	$(VENV)/bin/quell study consolidation-results --data docs/results/data/consolidation \
+	  --out docs/results/consolidation.md --figures docs/img/consolidation
 
 clean:
 	rm -rf $(VENV) build $(NATIVE_OUT) src/*.egg-info .mypy_cache .ruff_cache .pytest_cache

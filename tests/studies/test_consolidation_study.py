@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from quell.errors import InputError
-from quell.report.consolidation import Cell, histograms, shape
+from quell.report.consolidation import Cell, histograms, render, shape
 from quell.scenario.consolidation import ConsolidationMeasurement
 from quell.studies.consolidation.spec import PlannedPoint, load_study
 from quell.studies.consolidation.sweep import run_study, sim_measure
@@ -147,3 +147,8 @@ def test_a_curve_is_non_monotonic_only_when_it_falls_from_an_inside_peak_beyond_
     assert not shape(noisy).non_monotonic  # the spreads overlap
     rising = [cell(0, [0.01]), cell(1, [0.02]), cell(2, [0.03])]
     assert not shape(rising).non_monotonic
+
+
+def test_the_results_page_is_in_step_with_its_data() -> None:
+    page = render(Path("docs/results/data/consolidation"))
+    assert page == Path("docs/results/consolidation.md").read_text()

@@ -317,14 +317,29 @@ def _panels(cs: dict[Curve, list[Cell]]) -> dict[tuple[str, tuple[float, float]]
     return panels
 
 
+def _save_small(fig: Any, path: Path) -> Path:
+    """``fig`` as a PNG of at most 256 colours (a third of the bytes of a full-colour one:
+    the figures are kept in docs/)."""
+    import io
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from PIL import Image
+
+    FigureCanvasAgg(fig)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    buf.seek(0)
+    with Image.open(buf) as img:
+        img.convert("RGB").quantize(colors=256).save(path, format="PNG", optimize=True)
+    return path
+
+
 def write_figures(data: Path, out_dir: Path) -> list[Path]:
     """For each study record in ``data``: ``<name>-rt.png`` (Sys_Const's response time, and
     beside it Sys_Inc's, against Sys_Inc's users, a row per scheduler and cap pair: Fig. 2, 4,
     6, 7, 8), ``<name>-cpu.png`` (each system's CPU histograms at 0.1 s and 2 s at each panel's
     first curve's peak: Fig. 3, 5), ``<name>-throttled.png`` (throttled periods)."""
     from matplotlib.figure import Figure
-
-    from quell.report.plots import save_figure
 
     written = []
     for doc in load(data):
@@ -407,5 +422,5 @@ def write_figures(data: Path, out_dir: Path) -> list[Path]:
         figc.tight_layout()
         out_dir.mkdir(parents=True, exist_ok=True)
         for f, suffix in ((fig, "rt"), (figc, "cpu"), (figt, "throttled")):
-            written.append(save_figure(f, out_dir / f"{doc['name']}-{suffix}.png"))
+            written.append(_save_small(f, out_dir / f"{doc['name']}-{suffix}.png"))
     return written
