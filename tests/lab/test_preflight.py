@@ -146,3 +146,15 @@ def test_apache_needs_apache2_and_php_fpm_and_fits_the_lab_s_bounds() -> None:
     s["instances"][0]["apache"] = {}
     s["pages"][0]["working_set_bytes"] = 1 << 20
     assert scenario_problems(parse_scenario(s), {0, 1}, everything) == []
+
+
+def test_every_antagonist_kind_has_its_binary_checked() -> None:
+    """A kind the schema takes but the preflight does not know would fail inside a run."""
+    from typing import get_args
+
+    from quell.lab.preflight import ANTAGONIST_BINARY
+    from quell.scenario.model import Antagonist
+
+    union = get_args(Antagonist)[0]
+    kinds = {get_args(m.model_fields["kind"].annotation)[0] for m in get_args(union)}
+    assert kinds == set(ANTAGONIST_BINARY)

@@ -17,7 +17,12 @@ from quell.scenario.schedule import build_population, build_schedule
 BASE_BINARIES = ("ip", "tc", "haproxy", "taskset", "python3")
 VIDEO_DIR = re.compile(r"^/v\d+/")
 """Where a video workload's chunks are served (``quell.workload.sessions``)."""
-ANTAGONIST_BINARY = {"stress-ng": "stress-ng", "iperf3": "iperf3", "fio": "fio"}
+ANTAGONIST_BINARY = {
+    "stress-ng": "stress-ng",
+    "iperf3": "iperf3",
+    "fio": "fio",
+    "clamscan": "clamscan",
+}
 MAX_KEPT_ALIVE_USERS = 20_000
 """Closed-loop users on kept-alive connections the lab takes: each holds a socket in the load
 generator and two in HAProxy, within the run's 65 536 descriptors per process."""
