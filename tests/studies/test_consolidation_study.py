@@ -4,7 +4,10 @@ curve shapes, and the results page in step with its data."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -13,7 +16,7 @@ from quell.errors import InputError
 from quell.report.consolidation import Cell, histograms, render, shape
 from quell.scenario.consolidation import ConsolidationMeasurement
 from quell.studies.consolidation.spec import PlannedPoint, load_study
-from quell.studies.consolidation.sweep import run_study, sim_measure
+from quell.studies.consolidation.sweep import lab_measure, run_study, sim_measure
 from tests.cli.inprocess import assert_refused, run_quell
 
 SMOKE = """\
@@ -152,3 +155,29 @@ def test_a_curve_is_non_monotonic_only_when_it_falls_from_an_inside_peak_beyond_
 def test_the_results_page_is_in_step_with_its_data() -> None:
     page = render(Path("docs/results/data/consolidation"))
     assert page == Path("docs/results/consolidation.md").read_text()
+
+
+def test_a_lab_point_spoiled_by_steal_is_measured_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The lab half stands in: its first measurement of a point had 9 % steal, the second 1 %.
+    study = load_study(spec(tmp_path))
+    planned = study.points("lab")[0]
+    real = sim_measure(study.spec.sim)(planned, tmp_path)
+    steals = iter([9.0, 1.0])
+    dirs: list[Path] = []
+
+    def measure_point(point: object, run_dir: Path) -> ConsolidationMeasurement:
+        dirs.append(run_dir)
+        return dataclasses.replace(real, env="lab", steal_pct=next(steals))
+
+    fake = types.ModuleType("quell.lab.consolidation")
+    fake.measure_point = measure_point  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "quell.lab.consolidation", fake)
+    import quell.lab
+
+    monkeypatch.setattr(quell.lab, "consolidation", fake, raising=False)
+    got = lab_measure()(planned, tmp_path / "p")
+    assert got.steal_pct == 1.0
+    assert dirs == [tmp_path / "p" / "attempt1", tmp_path / "p" / "attempt2"]
+    assert got.notes[-1] == "measured 2 time(s): steal over 5 % in 1 (9.0 %)"
