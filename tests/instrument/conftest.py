@@ -14,31 +14,22 @@ from typing import TypeVar
 
 import pytest
 
+from quell.instrument import native
 from quell.instrument import token as qt
 
 T = TypeVar("T")
 
 
-def compile_library(out_dir: Path) -> Path:
+def compile_library(out_dir: Path, name: str = "libquelltoken.so", *sources: str) -> Path:
+    """The library (and ``sources`` with it, e.g. the lighttpd shim) built into ``out_dir``."""
     cc = shutil.which("gcc") or shutil.which("cc")
     if cc is None:
         pytest.fail("the instrumentation tests need gcc (run `make install`)")
-    out = out_dir / "libquelltoken.so"
-    src = qt.NATIVE_DIR / "quelltoken.c"
+    out = out_dir / name
+    srcs = [str(native.NATIVE_DIR / s) for s in (*sources, "quelltoken.c")]
+    flags = ["-O2", "-Wall", "-Wextra", "-Werror", "-fPIC", "-pthread", "-shared"]
     done = subprocess.run(
-        [
-            cc,
-            "-O2",
-            "-Wall",
-            "-Wextra",
-            "-Werror",
-            "-fPIC",
-            "-pthread",
-            "-shared",
-            "-o",
-            str(out),
-            str(src),
-        ],
+        [cc, *flags, "-o", str(out), *srcs, "-ldl"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -53,6 +44,13 @@ def lib_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def shim_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return compile_library(
+        tmp_path_factory.mktemp("shim"), "libquell_lighttpd.so", "quell_lighttpd.c"
+    )
+
+
+@pytest.fixture(scope="session")
 def lib(lib_path: Path) -> qt.TokenLibrary:
     return qt.TokenLibrary(lib_path)
 
@@ -60,7 +58,7 @@ def lib(lib_path: Path) -> qt.TokenLibrary:
 @pytest.fixture
 def default_lib(lib_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[qt.TokenLibrary]:
     """The module-level functions of quell.instrument.token, pointed at the test build."""
-    monkeypatch.setenv(qt.LIB_ENV, str(lib_path))
+    monkeypatch.setenv(native.LIB_ENV, str(lib_path))
     qt.default_library.cache_clear()
     yield qt.default_library()
     qt.default_library.cache_clear()

@@ -26,9 +26,16 @@ USER_LINES = (
 )
 
 
-def config(users: int = 0, http_reuse: str = "safe") -> str:
+def config(users: int = 0, http_reuse: str = "safe", one_per_conn: bool = False) -> str:
     lb = LoadBalancer.model_validate({"http_reuse": http_reuse})
-    return haproxy_config(lb, SERVERS, Path("/run/x.sock"), 10.0, kept_alive_users=users)
+    return haproxy_config(
+        lb,
+        SERVERS,
+        Path("/run/x.sock"),
+        10.0,
+        kept_alive_users=users,
+        one_request_per_server_connection=one_per_conn,
+    )
 
 
 def section(cfg: str, name: str) -> list[str]:
@@ -60,10 +67,24 @@ def test_open_loop_server_connections_close_with_the_client_s_when_asked() -> No
     assert config(users=200, http_reuse="never") == config(users=200)  # users always have it
 
 
+def test_instrumented_servers_get_one_request_per_server_connection() -> None:
+    """An instrumented server counts a request per connection: HAProxy closes the server side
+    after each answer and never reuses it, for open-loop and kept-alive users alike."""
+    for users, reuse in ((0, "safe"), (0, "never"), (200, "safe")):
+        back = section(config(users, reuse, one_per_conn=True), "backend be")
+        assert back[1:3] == ["    http-reuse never", "    option http-server-close"]
+        assert back.count("    http-reuse never") == 1
+
+
 @pytest.mark.skipif(shutil.which("haproxy") is None, reason="haproxy is not installed")
-@pytest.mark.parametrize(("users", "http_reuse"), [(0, "safe"), (0, "never"), (200, "safe")])
-def test_haproxy_accepts_the_config(tmp_path: Path, users: int, http_reuse: str) -> None:
+@pytest.mark.parametrize(
+    ("users", "http_reuse", "one_per_conn"),
+    [(0, "safe", False), (0, "never", False), (200, "safe", False), (200, "safe", True)],
+)
+def test_haproxy_accepts_the_config(
+    tmp_path: Path, users: int, http_reuse: str, one_per_conn: bool
+) -> None:
     path = tmp_path / "haproxy.cfg"
-    path.write_text(config(users, http_reuse))
+    path.write_text(config(users, http_reuse, one_per_conn))
     check = subprocess.run(["haproxy", "-c", "-f", str(path)], capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr

@@ -2,7 +2,7 @@
 it while the thread serves other work, end it, read what it saw.
 
 The library is a shared object built by ``make native`` at ``c/build/libquelltoken.so`` beside
-this module (``QUELL_TOKEN_LIB`` names another one). It is loaded on first use, not at import.
+this module (``QUELL_TOKEN_LIB`` names another one; ``quell.instrument.native``). It is loaded on first use, not at import.
 A token belongs to the thread that started it; every call on it must come from that thread.
 """
 
@@ -18,12 +18,10 @@ from functools import cache
 from pathlib import Path
 
 from quell.errors import PrerequisiteError, QuellError
+from quell.instrument.native import library_path, require_library
 
-LIB_ENV = "QUELL_TOKEN_LIB"
 LOG_DIR_ENV = "QUELL_TOKEN_LOG_DIR"
 LOG_RECORDS_ENV = "QUELL_TOKEN_LOG_RECORDS"
-NATIVE_DIR = Path(__file__).resolve().parent / "c"
-DEFAULT_LIB = NATIVE_DIR / "build" / "libquelltoken.so"
 ABI_VERSION = 1
 CLASS_BYTES = 48
 
@@ -115,23 +113,11 @@ class Snapshot:
     invol_cs: int
 
 
-def library_path() -> Path:
-    """Where the shared object is looked for: ``$QUELL_TOKEN_LIB`` or the ``make native`` build."""
-    env = os.environ.get(LIB_ENV)
-    return Path(env) if env else DEFAULT_LIB
-
-
 class TokenLibrary:
     """The loaded C library. Every method raises :class:`TokenError` on a failed call."""
 
     def __init__(self, path: Path | None = None) -> None:
-        self.path = Path(path) if path is not None else library_path()
-        if not self.path.is_file():
-            raise PrerequisiteError(
-                f"the quelltoken library is not built at {self.path} (run `make native`, or set "
-                f"{LIB_ENV})",
-                "per-request instrumentation",
-            )
+        self.path = require_library(Path(path) if path is not None else library_path())
         try:
             # PyDLL: the calls keep the GIL (they take about a microsecond; releasing and
             # re-taking it would cost more and let other threads run inside the measurement).
@@ -154,6 +140,8 @@ class TokenLibrary:
         for name in ("qt_yield", "qt_resume", "qt_end"):
             getattr(lib, name).argtypes = [ctypes.c_int64]
             getattr(lib, name).restype = ctypes.c_int
+        lib.qt_label.argtypes = [ctypes.c_int64, ctypes.c_int64, ctypes.c_char_p]
+        lib.qt_label.restype = ctypes.c_int
         lib.qt_read.argtypes = [ctypes.c_int64, ctypes.POINTER(_Record)]
         lib.qt_read.restype = ctypes.c_int
         lib.qt_snapshot_now.argtypes = [ctypes.POINTER(_Snapshot)]
@@ -189,6 +177,12 @@ class TokenLibrary:
         rc = self._end(tok)
         if rc:
             raise TokenError("end", tok, -rc)
+
+    def label(self, tok: int, request_id: int, request_class: str) -> None:
+        """Set a live token's request id and class (known only once the request is read)."""
+        rc = self._lib.qt_label(tok, request_id, request_class.encode()[: CLASS_BYTES - 1])
+        if rc:
+            raise TokenError("label", tok, -rc)
 
     def read(self, tok: int) -> Reading:
         rec = _Record()

@@ -67,10 +67,13 @@ def haproxy_config(
     timeout_s: float,
     kept_alive_users: int = 0,
     log_socket: Path | None = None,
+    one_request_per_server_connection: bool = False,
 ) -> str:
     """The config; ``kept_alive_users`` > 0: that many closed-loop users hold a connection each
     (room for them, their idle connections kept, a server connection of their own);
-    ``log_socket``: every request logged there (a unix datagram socket, ``REQUEST_LOG_FORMAT``)."""
+    ``log_socket``: every request logged there (a unix datagram socket, ``REQUEST_LOG_FORMAT``);
+    ``one_request_per_server_connection``: HAProxy closes the server side after each answer
+    and never reuses it (instrumented servers count a request per connection)."""
     t = f"{max(1, round(timeout_s * 1000))}ms"
     maxconn = max(MAXCONN, kept_alive_users + 1000) if kept_alive_users else MAXCONN
     users_front: list[str] = []
@@ -84,6 +87,12 @@ def haproxy_config(
         users_back = ["    http-reuse never", "    option prefer-last-server"]
     elif lb.http_reuse == "never":
         users_back = ["    http-reuse never"]
+    if one_request_per_server_connection:
+        users_back = [
+            "    http-reuse never",
+            "    option http-server-close",
+            *(line for line in users_back if "http-reuse" not in line),
+        ]
     log_global = ["    " + LOG_DIRECTIVE.format(socket=log_socket)] if log_socket else []
     log_defaults = (
         ["    log global", f'    log-format "{REQUEST_LOG_FORMAT}"'] if log_socket else []

@@ -39,13 +39,16 @@ def write_schedule(
 _HEAD_LIMIT = 64 * 1024
 
 
-async def fetch(target: Target, path: str) -> tuple[int, int, str, str]:
-    """One request on its own connection: (status, body bytes, server, error)."""
+async def fetch(target: Target, path: str, request_id: int = -1) -> tuple[int, int, str, str]:
+    """One request on its own connection: (status, body bytes, server, error). A
+    ``request_id`` >= 0 (the request's index in the schedule) goes out as ``X-Request-Id``, so
+    an instrumented server's records name the request."""
+    rid = f"X-Request-Id: {request_id}\r\n" if request_id >= 0 else ""
     reader, writer = await asyncio.open_connection(target.host, target.port, limit=_HEAD_LIMIT)
     try:
         writer.write(
             f"GET {path} HTTP/1.1\r\nHost: {target.host}\r\nAccept-Encoding: gzip\r\n"
-            "User-Agent: quell-loadgen\r\nConnection: close\r\n\r\n".encode()
+            f"User-Agent: quell-loadgen\r\n{rid}Connection: close\r\n\r\n".encode()
         )
         await writer.drain()
         head = await reader.readuntil(b"\r\n\r\n")
@@ -85,12 +88,12 @@ async def replay(
         logged += 1
         out.write(format_record(send_s, lat, status, nbytes, server, err) + "\n")
 
-    async def one(path: str) -> None:
+    async def one(path: str, request_id: int) -> None:
         nonlocal inflight
         t0 = time.monotonic()
         try:
             status, nbytes, server, err = await asyncio.wait_for(
-                fetch(target, path), target.timeout_s
+                fetch(target, path, request_id), target.timeout_s
             )
             record(t0 - start_at, time.monotonic() - t0, status, nbytes, server, err)
         except TimeoutError:
@@ -113,7 +116,7 @@ async def replay(
 
     flush_task = asyncio.create_task(flusher())
     tasks: set[asyncio.Task[None]] = set()
-    for t, k in zip(times_s.tolist(), path_index.tolist(), strict=True):
+    for i, (t, k) in enumerate(zip(times_s.tolist(), path_index.tolist(), strict=True)):
         now = time.monotonic()
         if now >= hard_stop:
             break
@@ -124,7 +127,7 @@ async def replay(
             record(time.monotonic() - start_at, None, 0, 0, "", "client_overload")
             continue
         inflight += 1
-        task = asyncio.create_task(one(paths[k]))
+        task = asyncio.create_task(one(paths[k], i))
         tasks.add(task)
         task.add_done_callback(tasks.discard)
     if tasks:

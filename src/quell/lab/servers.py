@@ -8,12 +8,14 @@ from __future__ import annotations
 import os
 import pwd
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from quell.core.rng import component_rng
+from quell.instrument.native import lighttpd_shim
+from quell.instrument.token import LOG_DIR_ENV
 from quell.scenario.model import FileSpec, Instance
 from quell.workload.sessions import video_files
 
@@ -29,6 +31,8 @@ class ServerFiles:
 
     config: Path
     command: tuple[str, ...]
+    token_logs: Path | None = None
+    """An instrumented server's quelltoken logs (one file per thread)."""
 
 
 def _web_ids() -> tuple[int, int]:
@@ -123,7 +127,21 @@ mimetype.assign = (".html" => "text/html", ".txt" => "text/plain", "" => "applic
 
 
 def lighttpd_files(base: Path, docroot: Path, addr: str, inst: Instance) -> ServerFiles:
-    return _lighttpd(base, docroot, addr, PORT, 4096)
+    files = _lighttpd(base, docroot, addr, PORT, 4096)
+    if not inst.instrument:
+        return files
+    return instrumented(files, base / "qtlog", lighttpd_shim())
+
+
+def instrumented(files: ServerFiles, token_logs: Path, shim: Path) -> ServerFiles:
+    """The server run with the quelltoken shim preloaded, its logs in ``token_logs`` (writable
+    by the user the server drops to: the first record opens the thread's log). ``env`` sets the
+    variables for the server alone, not for the launchers before it."""
+    token_logs.mkdir(parents=True, exist_ok=True)
+    uid, gid = _web_ids()
+    os.chown(token_logs, uid, gid)
+    env = ("env", f"LD_PRELOAD={shim}", f"{LOG_DIR_ENV}={token_logs}")
+    return replace(files, command=(*env, *files.command), token_logs=token_logs)
 
 
 def probe_server_files(base: Path, docroot: Path, addr: str) -> ServerFiles:

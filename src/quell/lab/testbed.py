@@ -14,7 +14,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from quell.actuate.haproxy import HAProxyRuntime
-from quell.errors import ComponentError
+from quell.errors import ComponentError, QuellError
+from quell.instrument.log import CSV_NAME, read_records, write_records
 from quell.lab import antagonists as ants
 from quell.lab.apache import start_apache, write_pages
 from quell.lab.balancer import (
@@ -216,6 +217,9 @@ class Testbed:
                 self.scenario.workload.timeout_s,
                 kept_alive_users=pop.users if pop is not None and pop.keepalive else 0,
                 log_socket=log_socket,
+                one_request_per_server_connection=any(
+                    i.instrument for i in self.scenario.instances
+                ),
             )
         )
         proc = self.supervisor.start(
@@ -361,6 +365,22 @@ class Testbed:
         return [self.supervisor.start(f"{ant.kind}-{ant.id}", argv, placement)]
 
     # -- teardown ----------------------------------------------------------------------------
+    def keep_request_records(self) -> list[str]:
+        """Each instrumented instance's per-request records (its servers stopped, so every log is
+        complete), into ``instrument/<id>/requests.csv.gz`` of the run directory."""
+        errors = []
+        for inst in self.scenario.instances:
+            logs = self.work / f"i-{inst.id}" / "qtlog"
+            if not inst.instrument or not logs.is_dir():
+                continue
+            out = self.run_dir / "instrument" / inst.id
+            try:
+                out.mkdir(parents=True, exist_ok=True)
+                write_records(read_records(logs), out / CSV_NAME)
+            except (QuellError, OSError) as exc:
+                errors.append(f"request records of {inst.id}: {exc}")
+        return errors
+
     def teardown(self) -> None:
         """Stop everything and remove every trace of the run."""
         errors: list[str] = []
@@ -374,6 +394,7 @@ class Testbed:
             except ComponentError as exc:
                 errors.append(str(exc))
         errors += self.topology.destroy()
+        errors += self.keep_request_records()
         with contextlib.suppress(OSError):
             shutil.rmtree(self.work)
         if errors:

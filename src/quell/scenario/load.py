@@ -53,6 +53,10 @@ def check_scenario(s: Scenario) -> list[Problem]:
             problems.append(Problem(f"instances[{k}].host", f"unknown host {inst.host!r}"))
         if inst.gzip and inst.server != "nginx":
             problems.append(Problem(f"instances[{k}].gzip", "gzip needs server: nginx"))
+        if inst.instrument and inst.server != "lighttpd":
+            problems.append(
+                Problem(f"instances[{k}].instrument", "instrument needs server: lighttpd")
+            )
         if inst.apache is not None and inst.server != "apache":
             problems.append(
                 Problem(f"instances[{k}].apache", "apache settings need server: apache")

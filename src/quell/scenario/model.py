@@ -79,6 +79,10 @@ class Instance(StrictModel):
     """nginx only: compress responses on the fly (gzip level 9), which makes each request CPU-bound."""
     apache: ApacheSettings | None = None
     """apache only: its settings (default ``ApacheSettings()``)."""
+    instrument: bool = False
+    """lighttpd only (the lab): run it with the quelltoken library preloaded, a token per
+    request; the run keeps each request's counters in ``instrument/<id>/requests.csv.gz``
+    (docs/attribution.md). HAProxy then sends one request per server connection."""
 
 
 class FileSpec(StrictModel):

@@ -209,6 +209,16 @@ int qt_resume(int64_t token) {
     return 0;
 }
 
+int qt_label(int64_t token, int64_t request_id, const char *request_class) {
+    struct thread_state *t = &T;
+    struct slot *s = find(t->ready ? t : NULL, token);
+    if (!s || s->state == QT_ENDED) return -EINVAL;
+    s->rec.request_id = request_id;
+    memset(s->rec.request_class, 0, QT_CLASS_BYTES);
+    if (request_class) strncpy(s->rec.request_class, request_class, QT_CLASS_BYTES - 1);
+    return 0;
+}
+
 static int log_open(struct thread_state *t) {
     const char *dir = getenv(QT_LOG_DIR_ENV);
     if (!dir || !*dir) return -ENOENT;

@@ -70,6 +70,9 @@ int64_t qt_start(int64_t request_id, const char *request_class);
 int qt_yield(int64_t token);
 /* Count again for a yielded token. 0 or -errno (-EALREADY: already running). */
 int qt_resume(int64_t token);
+/* Set a live token's request id and class once they are known (a server learns them only
+ * after it has read the request). 0 or -errno. */
+int qt_label(int64_t token, int64_t request_id, const char *request_class);
 /* End a token (running or yielded) and write its record to the thread's log, if any. 0 or -errno. */
 int qt_end(int64_t token);
 /* The token's totals so far (a running token's current span included, nothing changed).

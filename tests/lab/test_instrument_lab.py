@@ -1,0 +1,66 @@
+"""An instrumented lighttpd in the lab (quelltoken preloaded): one record per request, named by
+the load generator's request ids, with counters that add up."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from quell.experiment.lab import run_lab
+from quell.instrument.log import CSV_NAME, read_records
+from quell.scenario import load_scenario
+from tests.lab.leftovers import leftovers, run_tag
+
+pytestmark = pytest.mark.lab
+
+SCENARIO = """
+name: instrument-smoke
+seed: 5
+duration_s: 6
+interval_s: 1
+initial_phase: baseline
+hosts:
+  - {id: h1, cpus: [0]}
+instances:
+  - {id: web, host: h1, server: lighttpd, instrument: true}
+files:
+  - {path: /index.html, size_bytes: 1400}
+  - {path: /big.bin, size_bytes: 262144}
+workload:
+  arrival: {process: poisson, rate_rps: 40}
+  requests:
+    - {path: /index.html, weight: 3}
+    - {path: /big.bin, weight: 1}
+  cpus: [1]
+  timeout_s: 5
+"""
+
+
+def test_an_instrumented_lighttpd_records_every_request(tmp_path: Path) -> None:
+    path = tmp_path / "instrument-smoke.yaml"
+    path.write_text(SCENARIO)
+    summary = run_lab(load_scenario(path), path, tmp_path / "runs")
+    run_dir = Path(summary["run_dir"])
+    served = sum(p["instances"]["web"]["requests"] for p in summary["phases"])
+    errors = sum(p["instances"]["web"]["errors"] for p in summary["phases"])
+    assert served >= 150 and errors == 0
+
+    df = read_records(run_dir / "instrument" / "web" / CSV_NAME)
+    requests = df[df["request_id"] >= 0]
+    checks = df[df["request_id"] < 0]
+    # one record per request (HAProxy's TCP health checks are the records without an id)
+    assert len(requests) == served
+    assert requests["request_id"].is_unique
+    assert set(requests["request_class"]) == {"/index.html", "/big.bin"}
+    assert (checks["request_class"] == "").all()
+    # plausible counters: a request is served in well under a second, with some CPU, and
+    # its wall time holds its CPU and run-queue wait
+    assert (requests["wall_ns"] < 1_000_000_000).all()
+    assert (requests["cpu_ns"] > 0).all()
+    assert (requests["cpu_ns"] + requests["runq_wait_ns"] <= requests["wall_ns"] + 4_000_000).all()
+    big = requests[requests["request_class"] == "/big.bin"]["cpu_ns"].median()
+    small = requests[requests["request_class"] == "/index.html"]["cpu_ns"].median()
+    assert big > small  # sending 256 KiB costs more than 1.4 KB
+    assert requests["thread_id"].nunique() == 1  # lighttpd serves on one thread
+    assert not any(leftovers(run_tag(run_dir)).values())
