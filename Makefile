@@ -37,14 +37,17 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # The per-request instrumentation: the quelltoken library (quell.instrument.token loads it),
-# the same with the LD_PRELOAD shim for lighttpd (the lab's `instrument: true` instances).
-native: $(NATIVE_OUT)/libquelltoken.so $(NATIVE_OUT)/libquell_lighttpd.so
+# the same with the LD_PRELOAD shims for lighttpd and php-fpm (the lab's `instrument: true`).
+native: $(NATIVE_OUT)/libquelltoken.so $(NATIVE_OUT)/libquell_lighttpd.so $(NATIVE_OUT)/libquell_phpfpm.so
 $(NATIVE_OUT)/libquelltoken.so: $(NATIVE)/quelltoken.c $(NATIVE)/quelltoken.h
 	@mkdir -p $(NATIVE_OUT)
 	$(CC) $(NATIVE_CFLAGS) -shared -o $@ $(NATIVE)/quelltoken.c
 $(NATIVE_OUT)/libquell_lighttpd.so: $(NATIVE)/quell_lighttpd.c $(NATIVE)/quelltoken.c $(NATIVE)/quelltoken.h
 	@mkdir -p $(NATIVE_OUT)
 	$(CC) $(NATIVE_CFLAGS) -shared -o $@ $(NATIVE)/quell_lighttpd.c $(NATIVE)/quelltoken.c -ldl
+$(NATIVE_OUT)/libquell_phpfpm.so: $(NATIVE)/quell_phpfpm.c $(NATIVE)/quelltoken.c $(NATIVE)/quelltoken.h
+	@mkdir -p $(NATIVE_OUT)
+	$(CC) $(NATIVE_CFLAGS) -shared -o $@ $(NATIVE)/quell_phpfpm.c $(NATIVE)/quelltoken.c -ldl
 
 demo: install
 	$(VENV)/bin/quell lab compare scenarios/prima/demo.yaml --runs-dir runs

@@ -51,6 +51,11 @@ def shim_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def phpfpm_shim_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return compile_library(tmp_path_factory.mktemp("fpm"), "libquell_phpfpm.so", "quell_phpfpm.c")
+
+
+@pytest.fixture(scope="session")
 def lib(lib_path: Path) -> qt.TokenLibrary:
     return qt.TokenLibrary(lib_path)
 

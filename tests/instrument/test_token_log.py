@@ -4,7 +4,10 @@ damaged file refused with its name."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -157,3 +160,25 @@ def test_without_the_directory_nothing_is_written(
         return lib.log_path()
 
     assert in_thread(run) is None
+
+
+def test_the_directory_named_at_load_survives_a_cleared_environment(
+    lib_path: Path, tmp_path: Path
+) -> None:
+    """php-fpm clears its workers' environment (clear_env) after the library was loaded."""
+    code = (
+        "import ctypes, os, sys\n"
+        "lib = ctypes.CDLL(sys.argv[1])\n"
+        "lib.qt_start.restype = ctypes.c_int64\n"
+        "lib.qt_start.argtypes = [ctypes.c_int64, ctypes.c_char_p]\n"
+        "lib.qt_end.argtypes = [ctypes.c_int64]\n"
+        "os.environ.clear()\n"
+        "lib.qt_end(lib.qt_start(31, b'/cleared'))\n"
+    )
+    env = {**os.environ, qt.LOG_DIR_ENV: str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(lib_path)], env=env, capture_output=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    df = read_records(tmp_path)
+    assert df["request_id"].tolist() == [31] and df["request_class"].tolist() == ["/cleared"]

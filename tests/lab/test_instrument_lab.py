@@ -64,3 +64,55 @@ def test_an_instrumented_lighttpd_records_every_request(tmp_path: Path) -> None:
     assert big > small  # sending 256 KiB costs more than 1.4 KB
     assert requests["thread_id"].nunique() == 1  # lighttpd serves on one thread
     assert not any(leftovers(run_tag(run_dir)).values())
+
+
+PHP_SCENARIO = """
+name: instrument-php
+seed: 6
+duration_s: 6
+interval_s: 1
+initial_phase: baseline
+hosts:
+  - {id: h1, cpus: [0]}
+instances:
+  - id: web
+    host: h1
+    server: apache
+    instrument: true
+    apache: {mpm: event, threads_per_child: 4, server_limit: 2, max_request_workers: 8,
+             php_max_children: 3}
+files:
+  - {path: /x.bin, size_bytes: 5000}
+pages:
+  - {path: /app/p.php, working_set_bytes: 1048576, touches: 20000, response_bytes: 3000}
+workload:
+  arrival: {process: poisson, rate_rps: 20}
+  requests:
+    - {path: /app/p.php}
+  cpus: [1]
+  timeout_s: 5
+"""
+
+
+def test_instrumented_php_fpm_workers_record_every_php_request(tmp_path: Path) -> None:
+    path = tmp_path / "instrument-php.yaml"
+    path.write_text(PHP_SCENARIO)
+    summary = run_lab(load_scenario(path), path, tmp_path / "runs")
+    run_dir = Path(summary["run_dir"])
+    served = sum(p["instances"]["web"]["requests"] for p in summary["phases"])
+    errors = sum(p["instances"]["web"]["errors"] for p in summary["phases"])
+    assert served >= 60 and errors == 0
+
+    df = read_records(run_dir / "instrument" / "web" / CSV_NAME)
+    requests = df[df["request_id"] >= 0]
+    # one record per request, each in one worker (php-fpm's pool of 3 processes); the records
+    # without an id are the lab's warm-up requests before the run
+    assert len(requests) == served
+    assert requests["request_id"].is_unique
+    assert set(df["request_class"]) == {"/app/p.php"}
+    assert 1 <= requests["thread_id"].nunique() <= 3
+    # 20,000 touches of a 1 MiB working set: CPU-bound, a millisecond or more of CPU each
+    assert requests["cpu_ns"].median() >= 1_000_000
+    assert (requests["cpu_ns"] + requests["runq_wait_ns"] <= requests["wall_ns"] + 4_000_000).all()
+    assert (requests["yields"] == 0).all()
+    assert not any(leftovers(run_tag(run_dir)).values())

@@ -2,7 +2,8 @@
 
 ``c/build/libquelltoken.so``: the library the ctypes binding loads (``QUELL_TOKEN_LIB`` names
 another). ``c/build/libquell_lighttpd.so``: the same library with the LD_PRELOAD shim for an
-unmodified lighttpd (``QUELL_LIGHTTPD_SHIM`` names another)."""
+unmodified lighttpd (``QUELL_LIGHTTPD_SHIM`` names another); ``c/build/libquell_phpfpm.so``:
+with the shim for php-fpm's workers (``QUELL_PHPFPM_SHIM``)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ LIB_ENV = "QUELL_TOKEN_LIB"
 SHIM_ENV = "QUELL_LIGHTTPD_SHIM"
 LIBRARY = BUILD_DIR / "libquelltoken.so"
 LIGHTTPD_SHIM = BUILD_DIR / "libquell_lighttpd.so"
+PHPFPM_SHIM = BUILD_DIR / "libquell_phpfpm.so"
+PHPFPM_SHIM_ENV = "QUELL_PHPFPM_SHIM"
 
 
 def _built(path: Path, what: str, env: str) -> Path:
@@ -38,6 +41,12 @@ def lighttpd_shim() -> Path:
     """The LD_PRELOAD object for lighttpd; a clear error when it is not built."""
     env = os.environ.get(SHIM_ENV)
     return _built(Path(env) if env else LIGHTTPD_SHIM, "lighttpd preload shim", SHIM_ENV)
+
+
+def phpfpm_shim() -> Path:
+    """The LD_PRELOAD object for php-fpm's workers; a clear error when it is not built."""
+    env = os.environ.get(PHPFPM_SHIM_ENV)
+    return _built(Path(env) if env else PHPFPM_SHIM, "php-fpm preload shim", PHPFPM_SHIM_ENV)
 
 
 def require_library(path: Path) -> Path:

@@ -61,8 +61,9 @@ from quell.actuate.apache import (
 from quell.core.observation import SERVER_SETTING_KEYS
 from quell.core.rng import component_rng
 from quell.errors import ComponentError, InputError, Problem
+from quell.instrument.native import phpfpm_shim
 from quell.lab.process import Managed, Placement, Supervisor
-from quell.lab.servers import PORT, WEB_USER
+from quell.lab.servers import PORT, WEB_USER, preloaded, token_logs_dir
 from quell.scenario.model import ApacheSettings, Instance, PhpPage, Scenario
 from quell.signals.apache import http_get
 from quell.signals.netns import NETNS_DIR, socket_in_netns, tcp_listeners
@@ -461,7 +462,9 @@ def start_apache(
     def start_part(part: Part) -> Managed:
         if part == "apache":
             return supervisor.start(f"server-{inst.id}", httpd_argv(paths), placement)
-        argv = php_fpm_argv(paths, scenario.pages)
+        argv: Sequence[str] = php_fpm_argv(paths, scenario.pages)
+        if inst.instrument:  # a token per request in each worker (docs/attribution.md)
+            argv = preloaded(argv, phpfpm_shim(), token_logs_dir(paths.base))
         return supervisor.start(f"php-fpm-{inst.id}", argv, placement)
 
     def fetch(path: str) -> str:

@@ -130,18 +130,24 @@ def lighttpd_files(base: Path, docroot: Path, addr: str, inst: Instance) -> Serv
     files = _lighttpd(base, docroot, addr, PORT, 4096)
     if not inst.instrument:
         return files
-    return instrumented(files, base / "qtlog", lighttpd_shim())
+    logs = token_logs_dir(base)
+    return replace(files, command=preloaded(files.command, lighttpd_shim(), logs), token_logs=logs)
 
 
-def instrumented(files: ServerFiles, token_logs: Path, shim: Path) -> ServerFiles:
-    """The server run with the quelltoken shim preloaded, its logs in ``token_logs`` (writable
-    by the user the server drops to: the first record opens the thread's log). ``env`` sets the
-    variables for the server alone, not for the launchers before it."""
-    token_logs.mkdir(parents=True, exist_ok=True)
+def token_logs_dir(base: Path) -> Path:
+    """An instrumented instance's quelltoken logs, ``base/qtlog``: writable by the user the
+    server drops to (a thread opens its log at its first record, after the server dropped)."""
+    logs = base / "qtlog"
+    logs.mkdir(parents=True, exist_ok=True)
     uid, gid = _web_ids()
-    os.chown(token_logs, uid, gid)
-    env = ("env", f"LD_PRELOAD={shim}", f"{LOG_DIR_ENV}={token_logs}")
-    return replace(files, command=(*env, *files.command), token_logs=token_logs)
+    os.chown(logs, uid, gid)
+    return logs
+
+
+def preloaded(command: Sequence[str], shim: Path, token_logs: Path) -> tuple[str, ...]:
+    """``command`` run with a quelltoken shim preloaded and its logs in ``token_logs``; ``env``
+    sets the variables for the server alone, not for the launchers before it."""
+    return ("env", f"LD_PRELOAD={shim}", f"{LOG_DIR_ENV}={token_logs}", *command)
 
 
 def probe_server_files(base: Path, docroot: Path, addr: str) -> ServerFiles:

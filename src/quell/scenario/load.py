@@ -53,9 +53,9 @@ def check_scenario(s: Scenario) -> list[Problem]:
             problems.append(Problem(f"instances[{k}].host", f"unknown host {inst.host!r}"))
         if inst.gzip and inst.server != "nginx":
             problems.append(Problem(f"instances[{k}].gzip", "gzip needs server: nginx"))
-        if inst.instrument and inst.server != "lighttpd":
+        if inst.instrument and inst.server not in ("lighttpd", "apache"):
             problems.append(
-                Problem(f"instances[{k}].instrument", "instrument needs server: lighttpd")
+                Problem(f"instances[{k}].instrument", "instrument needs server: lighttpd or apache")
             )
         if inst.apache is not None and inst.server != "apache":
             problems.append(

@@ -80,9 +80,10 @@ class Instance(StrictModel):
     apache: ApacheSettings | None = None
     """apache only: its settings (default ``ApacheSettings()``)."""
     instrument: bool = False
-    """lighttpd only (the lab): run it with the quelltoken library preloaded, a token per
-    request; the run keeps each request's counters in ``instrument/<id>/requests.csv.gz``
-    (docs/attribution.md). HAProxy then sends one request per server connection."""
+    """lighttpd or apache (the lab): run lighttpd, or apache's php-fpm workers, with the
+    quelltoken library preloaded, a token per request; the run keeps each request's counters
+    in ``instrument/<id>/requests.csv.gz`` (docs/attribution.md). HAProxy then sends one
+    request per server connection."""
 
 
 class FileSpec(StrictModel):

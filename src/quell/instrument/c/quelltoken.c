@@ -219,9 +219,19 @@ int qt_label(int64_t token, int64_t request_id, const char *request_class) {
     return 0;
 }
 
+/* The log directory as the environment named it when the library was loaded: a server may
+ * clear its environment before it serves (php-fpm does in each worker, `clear_env`). */
+static char load_dir[512];
+
+__attribute__((constructor)) static void remember_log_dir(void) {
+    const char *dir = getenv(QT_LOG_DIR_ENV);
+    if (dir && strlen(dir) < sizeof load_dir) strcpy(load_dir, dir);
+}
+
 static int log_open(struct thread_state *t) {
     const char *dir = getenv(QT_LOG_DIR_ENV);
-    if (!dir || !*dir) return -ENOENT;
+    if (!dir) dir = load_dir;          /* unset since the load: the directory named then */
+    if (!*dir) return -ENOENT;
     uint64_t cap = DEFAULT_LOG_RECORDS;
     const char *c = getenv(QT_LOG_RECORDS_ENV);
     if (c && *c) {
