@@ -11,11 +11,13 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import NamedTuple
 
 from quell.errors import PrerequisiteError, QuellError
 from quell.instrument.native import library_path, require_library
@@ -45,24 +47,9 @@ class TokenError(QuellError):
         super().__init__(f"quelltoken {operation}({token}): {why} (errno {code})")
 
 
-class _Record(ctypes.Structure):
-    _fields_ = [
-        ("request_id", ctypes.c_int64),
-        ("thread_id", ctypes.c_int64),
-        ("start_ns", ctypes.c_int64),
-        ("end_ns", ctypes.c_int64),
-        ("wall_ns", ctypes.c_int64),
-        ("cpu_ns", ctypes.c_int64),
-        ("runq_wait_ns", ctypes.c_int64),
-        ("timeslices", ctypes.c_int64),
-        ("vol_cs", ctypes.c_int64),
-        ("invol_cs", ctypes.c_int64),
-        ("yields", ctypes.c_int64),
-        ("runq_wait_other_cgroup_ns", ctypes.c_int64),
-        ("preempt_other_total", ctypes.c_int64),
-        ("reserved", ctypes.c_int64),
-        ("request_class", ctypes.c_char * CLASS_BYTES),
-    ]
+# a qt_record (quelltoken.h): 14 little-endian int64 fields, then the class
+_RECORD = struct.Struct(f"<14q{CLASS_BYTES}s")
+_RecordBytes = ctypes.c_char * _RECORD.size
 
 
 class _Snapshot(ctypes.Structure):
@@ -76,10 +63,11 @@ class _Snapshot(ctypes.Structure):
     ]
 
 
-@dataclass(frozen=True)
-class Reading:
+class Reading(NamedTuple):
     """What a token saw so far (``end_ns`` is 0 until it ended). Counters cover only its running
-    spans; ``wall_ns`` runs from start to end (or to the read)."""
+    spans; ``wall_ns`` runs from start to end (or to the read). A named tuple: a read is on the
+    hot path of an instrumented service, and a tuple is built several times faster than a
+    frozen dataclass."""
 
     request_id: int
     request_class: str
@@ -142,7 +130,7 @@ class TokenLibrary:
             getattr(lib, name).restype = ctypes.c_int
         lib.qt_label.argtypes = [ctypes.c_int64, ctypes.c_int64, ctypes.c_char_p]
         lib.qt_label.restype = ctypes.c_int
-        lib.qt_read.argtypes = [ctypes.c_int64, ctypes.POINTER(_Record)]
+        lib.qt_read.argtypes = [ctypes.c_int64, ctypes.c_void_p]
         lib.qt_read.restype = ctypes.c_int
         lib.qt_snapshot_now.argtypes = [ctypes.POINTER(_Snapshot)]
         lib.qt_snapshot_now.restype = ctypes.c_int
@@ -185,25 +173,13 @@ class TokenLibrary:
             raise TokenError("label", tok, -rc)
 
     def read(self, tok: int) -> Reading:
-        rec = _Record()
-        rc = self._read(tok, ctypes.byref(rec))
+        buf = _RecordBytes()
+        rc = self._read(tok, buf)
         if rc < 0:
             raise TokenError("read", tok, -rc)
-        return Reading(
-            request_id=rec.request_id,
-            request_class=rec.request_class.decode("utf-8", "replace"),
-            thread_id=rec.thread_id,
-            state=_STATES[rc],
-            start_ns=rec.start_ns,
-            end_ns=rec.end_ns,
-            wall_ns=rec.wall_ns,
-            cpu_ns=rec.cpu_ns,
-            runq_wait_ns=rec.runq_wait_ns,
-            timeslices=rec.timeslices,
-            vol_cs=rec.vol_cs,
-            invol_cs=rec.invol_cs,
-            yields=rec.yields,
-        )
+        f = _RECORD.unpack_from(buf)  # one unpack: each ctypes field access costs a call
+        cls = f[14].split(b"\0", 1)[0].decode("utf-8", "replace")
+        return Reading(f[0], cls, f[1], _STATES[rc], *f[2:5], *f[5:11])
 
     def snapshot(self) -> Snapshot:
         snap = _Snapshot()
