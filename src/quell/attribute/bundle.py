@@ -1,0 +1,176 @@
+"""The attribution model bundle: one fitted sparse GP in one versioned JSON file — the features
+it reads (in order) and the request classes of its one-hot columns, the standardisation, the
+kernel, the noise, the inducing inputs and the posterior's Woodbury vector and matrix, and what
+it was trained on. No pickle: loading needs neither GPy nor trust in the file beyond its schema.
+
+``load_attribution_model`` refuses, naming every problem: a missing, unreadable, corrupt or
+foreign file, another version, unknown features, and arrays whose shapes do not fit together.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Final, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from quell.attribute.features import (
+    BASE_FEATURES,
+    CLASS_PREFIX,
+    EBPF_FEATURES,
+    PSI_KEYS,
+    psi_feature,
+)
+from quell.attribute.models import SparseGP, SparsePosterior, Standardiser
+from quell.core.files import write_json
+from quell.core.schema import load_versioned
+from quell.errors import InputError, Problem
+
+FORMAT: Final = "quell.attribute.model"
+VERSION: Final = 1
+READABLE: Final = (1,)
+KNOWN_FEATURES: Final = frozenset(BASE_FEATURES + EBPF_FEATURES + tuple(map(psi_feature, PSI_KEYS)))
+
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+
+class _JsonModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelMeta(_JsonModel):
+    created: str
+    source: str = ""
+    """Where the training records came from."""
+    n_train: Annotated[int, Field(ge=1)]
+    n_inducing: Annotated[int, Field(ge=1)]
+    max_iters: Annotated[int, Field(ge=1)]
+    seed: int
+    labels: Literal["percentile", "paired"] = "percentile"
+    scores: dict[str, Finite] = {}
+    """Held-out scores at fit time (R², MAE, coverage…), for the record."""
+
+
+class PosteriorData(_JsonModel):
+    x_mean: list[Finite]
+    x_scale: list[Positive]
+    y_mean: Finite
+    y_scale: Positive
+    lengthscale: list[Positive]
+    variance: Positive
+    noise_variance: Positive
+    inducing: list[list[Finite]]
+    woodbury_vector: list[Finite]
+    woodbury_inv: list[list[Finite]]
+
+
+class ModelData(_JsonModel):
+    format: Literal["quell.attribute.model"]
+    version: Literal[1]
+    meta: ModelMeta
+    features: list[str]
+    """Non-class features, in the order of the model's first columns."""
+    classes: Annotated[list[str], Field(min_length=1)]
+    """Request classes; with more than one, a one-hot column each after the features."""
+    posterior: PosteriorData
+
+
+@dataclass
+class AttributionModel:
+    """A loaded bundle: the GP, ready to predict, and what the file said of it."""
+
+    features: tuple[str, ...]
+    classes: tuple[str, ...]
+    gp: SparseGP
+    data: ModelData
+
+    def save(self, path: Path) -> None:
+        write_json(path, self.data.model_dump(mode="json"))
+
+
+def _columns(features: list[str], classes: list[str]) -> int:
+    return len(features) + (len(classes) if len(classes) > 1 else 0)
+
+
+def build_model_bundle(
+    gp: SparseGP, features: tuple[str, ...], classes: tuple[str, ...], meta: ModelMeta
+) -> AttributionModel:
+    """The bundle of a fitted ``gp`` over ``features`` and ``classes``."""
+    p = gp.posterior_
+    data = ModelData(
+        format=FORMAT,
+        version=VERSION,
+        meta=meta,
+        features=[f for f in features if not f.startswith(CLASS_PREFIX)],
+        classes=list(classes),
+        posterior=PosteriorData(
+            x_mean=p.x_scaler.mean.tolist(),
+            x_scale=p.x_scaler.scale.tolist(),
+            y_mean=p.y_mean,
+            y_scale=p.y_scale,
+            lengthscale=p.lengthscale.tolist(),
+            variance=p.variance,
+            noise_variance=p.noise_variance,
+            inducing=p.inducing.tolist(),
+            woodbury_vector=p.woodbury_vector.tolist(),
+            woodbury_inv=p.woodbury_inv.tolist(),
+        ),
+    )
+    return _model(data, "attribution model")
+
+
+def _model(data: ModelData, source: str) -> AttributionModel:
+    problems: list[Problem] = []
+    for i, f in enumerate(data.features):
+        if f not in KNOWN_FEATURES:
+            problems.append(Problem(f"features[{i}]", f"unknown feature {f!r}"))
+    if len(set(data.classes)) != len(data.classes):
+        problems.append(Problem("classes", "a class named twice"))
+    d = _columns(data.features, data.classes)
+    p = data.posterior
+    m = len(p.woodbury_vector)
+    for name, n in (("x_mean", len(p.x_mean)), ("x_scale", len(p.x_scale))):
+        if n != d:
+            problems.append(Problem(f"posterior.{name}", f"{n} values for {d} columns"))
+    if len(p.lengthscale) != d:
+        problems.append(Problem("posterior.lengthscale", f"{len(p.lengthscale)} values for {d}"))
+    if len(p.inducing) != m or any(len(row) != d for row in p.inducing):
+        problems.append(Problem("posterior.inducing", f"not {m} rows of {d} columns"))
+    if len(p.woodbury_inv) != m or any(len(row) != m for row in p.woodbury_inv):
+        problems.append(Problem("posterior.woodbury_inv", f"not {m} × {m}"))
+    if problems:
+        raise InputError(source, problems)
+    gp = SparseGP(data.meta.n_inducing, data.meta.max_iters, data.meta.seed)
+    gp.posterior_ = SparsePosterior(
+        x_scaler=Standardiser(np.asarray(p.x_mean), np.asarray(p.x_scale)),
+        y_mean=p.y_mean,
+        y_scale=p.y_scale,
+        inducing=np.asarray(p.inducing, dtype=np.float64).reshape(m, d),
+        lengthscale=np.asarray(p.lengthscale, dtype=np.float64),
+        variance=p.variance,
+        noise_variance=p.noise_variance,
+        woodbury_vector=np.asarray(p.woodbury_vector, dtype=np.float64),
+        woodbury_inv=np.asarray(p.woodbury_inv, dtype=np.float64).reshape(m, m),
+    )
+    gp.n_train_ = data.meta.n_train
+    return AttributionModel(tuple(data.features), tuple(data.classes), gp, data)
+
+
+def load_attribution_model(path: Path) -> AttributionModel:
+    """Read an attribution model bundle."""
+    data = load_versioned(path, "attribution model", FORMAT, READABLE, ModelData)
+    return _model(data, str(path))
+
+
+__all__ = [
+    "FORMAT",
+    "VERSION",
+    "AttributionModel",
+    "ModelData",
+    "ModelMeta",
+    "build_model_bundle",
+    "load_attribution_model",
+]
