@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import typer
 
 from quell.cli.agent import agent_command
+from quell.cli.attribute import attribute_app
 from quell.cli.console import error, say
 from quell.cli.ic2 import ic2_app
 from quell.cli.lab import lab_app
@@ -40,6 +41,7 @@ app.add_typer(ic2_app, name="ic2", no_args_is_help=True)
 app.command("agent")(agent_command)
 app.add_typer(live_app, name="live", no_args_is_help=True)
 app.add_typer(study_app, name="study", no_args_is_help=True)
+app.add_typer(attribute_app, name="attribute", no_args_is_help=True)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

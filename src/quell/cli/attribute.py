@@ -1,0 +1,323 @@
+"""``quell attribute``: fit Soroban's attribution model on runs of one schedule, predict each
+request's provider part with its interval, report it (table, plots, HTML)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+import typer
+
+from quell.cli.options import JsonOpt
+
+if TYPE_CHECKING:
+    from quell.attribute.apply import Attribution
+
+attribute_app = typer.Typer(
+    help="Attribute each request's latency to the provider (co-located load) or the service."
+)
+
+ModelArg = Annotated[Path, typer.Argument(help="Attribution model bundle (JSON).", dir_okay=False)]
+RunsArg = Annotated[
+    list[Path], typer.Argument(help="Run directories (records.csv, psi.csv) or records CSV files.")
+]
+CELL_FILE = "cell.json"
+
+
+def _run(path: Path) -> Any:
+    from quell.errors import InputError, Problem
+    from quell.studies.attribution.pipeline import Run
+    from quell.studies.attribution.runs import read_psi, read_records, records_path
+
+    if not records_path(path).is_file():
+        raise InputError(str(path), [Problem("", "no records here (records.csv)")])
+    return Run(str(path), read_records(path), read_psi(path))
+
+
+def _check_level(level: float) -> None:
+    from quell.errors import InputError, Problem
+
+    if not 0.0 < level < 1.0:
+        raise InputError("--level", [Problem("", f"must be between 0 and 1, got {level}")])
+
+
+@attribute_app.command("fit")
+def fit_command(
+    uncontended: Annotated[
+        Path, typer.Option("--uncontended", help="The schedule's run without co-located load.")
+    ],
+    contended: Annotated[
+        list[Path], typer.Option("--contended", help="A run of the same schedule under load.")
+    ],
+    out: Annotated[Path, typer.Option("--out", help="Where to write the model bundle.")],
+    labels: Annotated[
+        str, typer.Option("--labels", help="percentile (the seed's) or paired (by request id).")
+    ] = "percentile",
+    inducing: Annotated[int, typer.Option("--inducing", min=1, help="Inducing inputs.")] = 200,
+    iters: Annotated[int, typer.Option("--iters", min=1, help="L-BFGS-B iterations.")] = 50,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the split and the GP.")] = 0,
+    holdout: Annotated[
+        float, typer.Option("--holdout", min=0.0, max=0.9, help="Share of requests held out.")
+    ] = 0.2,
+    baselines: Annotated[
+        bool, typer.Option("--baselines/--no-baselines", help="Score the baselines too.")
+    ] = True,
+    exact_points: Annotated[
+        int, typer.Option("--exact-points", min=10, help="Training requests of the exact GP.")
+    ] = 1000,
+    include_uncontended: Annotated[
+        bool,
+        typer.Option(
+            "--include-uncontended/--no-include-uncontended",
+            help="Train on the uncontended run's requests too, with excess 0.",
+        ),
+    ] = True,
+    as_json: JsonOpt = False,
+) -> None:
+    """Label the contended runs' requests against the uncontended run, fit the sparse GP, score
+    it and the baselines on held-out requests, and write the model bundle."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from quell.cli.console import emit_json, err_console
+    from quell.errors import InputError, Problem
+    from quell.studies.attribution.pipeline import FitSettings, fit_attribution, training_set
+
+    if labels not in ("percentile", "paired"):
+        raise InputError("--labels", [Problem("", f"percentile or paired, not {labels!r}")])
+    base = _run(uncontended)
+    runs = [_run(p) for p in contended]
+    kind: Literal["percentile", "paired"] = "percentile" if labels == "percentile" else "paired"
+    data = training_set(base, runs, kind, include_uncontended)
+    settings = FitSettings(inducing, iters, seed, holdout, exact_points, baselines)
+    steps = 5 if baselines and holdout > 0 else 1
+    progress = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=err_console,
+    )
+    with progress:
+        task = progress.add_task("fitting", total=steps)
+        first = True
+
+        def note(what: str) -> None:
+            nonlocal first
+            if not first:
+                progress.advance(task)
+            first = False
+            progress.update(task, description=what)
+
+        source = f"uncontended {uncontended}; contended {', '.join(map(str, contended))}"
+        result = fit_attribution(data, settings, source, note)
+        progress.update(task, completed=steps, description="done")
+    result.model.save(out)
+    _print_scores(result.as_dict())
+    _print_agreement(result.agreement)
+    if as_json:
+        emit_json({"model": str(out)} | result.as_dict())
+
+
+def _print_scores(doc: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    from quell.cli.console import out_console
+
+    table = Table(
+        title=f"held-out requests: {doc['n_test']} (trained on {doc['n_train']})",
+        title_justify="left",
+    )
+    for h in ("model", "R²", "MAE ms", "RMSE ms", "95 % coverage", "fit s"):
+        table.add_column(h, justify="left" if h == "model" else "right")
+    for s in doc["scores"]:
+        cov = "-" if s["coverage"] is None else f"{100 * s['coverage']:.1f} %"
+        fit_s = doc["fit_seconds"].get(s["model"])
+        table.add_row(
+            s["model"],
+            f"{s['r2']:.3f}",
+            f"{1e3 * s['mae_seconds']:.3f}",
+            f"{1e3 * s['rmse_seconds']:.3f}",
+            cov,
+            "-" if fit_s is None else f"{fit_s:.1f}",
+        )
+    out_console.print(table)
+
+
+def _print_agreement(rows: list[dict[str, Any]]) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    from quell.cli.console import out_console
+
+    if not rows:
+        return
+    table = Table(title="percentile against paired labels", title_justify="left")
+    for h in ("run", "paired", "MAE ms", "p95 |diff| ms", "correlation", "p99 pct/paired ms"):
+        table.add_column(h, justify="left" if h == "run" else "right")
+    for r in rows:
+        table.add_row(
+            escape(r["run"]),
+            str(r["n_paired"]),
+            f"{1e3 * r['mae_seconds']:.3f}",
+            f"{1e3 * r['p95_abs_difference_seconds']:.3f}",
+            f"{r['correlation']:.3f}",
+            f"{1e3 * r['percentile_p99_seconds']:.2f} / {1e3 * r['paired_p99_seconds']:.2f}",
+        )
+    out_console.print(table)
+
+
+def _print_runs(rows: list[tuple[str, dict[str, Any]]]) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    from quell.cli.console import out_console
+    from quell.report.attribution import SUMMARY_COLUMNS, summary_cells
+
+    table = Table(title="latency and its provider part", title_justify="left")
+    table.add_column("run")
+    for h, _ in SUMMARY_COLUMNS:
+        table.add_column(h, justify="right")
+    for name, summary in rows:
+        table.add_row(escape(name), *summary_cells(summary))
+    out_console.print(table)
+
+
+def _write_csv(path: Path, attr: Attribution) -> None:
+    import csv
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(
+            [
+                "request_id",
+                "request_class",
+                "wall_seconds",
+                "excess_seconds",
+                "excess_low_seconds",
+                "excess_high_seconds",
+                "provider_seconds",
+                "service_seconds",
+            ]
+        )
+        for row in zip(
+            attr.request_id.tolist(),
+            attr.request_class.tolist(),
+            attr.wall_seconds.tolist(),
+            attr.excess_seconds.tolist(),
+            attr.low_seconds.tolist(),
+            attr.high_seconds.tolist(),
+            attr.provider_seconds.tolist(),
+            attr.service_seconds.tolist(),
+            strict=True,
+        ):
+            w.writerow(row)
+
+
+@attribute_app.command("predict")
+def predict_command(
+    model: ModelArg,
+    runs: RunsArg,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="Per-request CSV (one run) or directory of them (several)."),
+    ] = None,
+    level: Annotated[float, typer.Option("--level", help="Interval level.")] = 0.95,
+    as_json: JsonOpt = False,
+) -> None:
+    """Each request's predicted excess with its interval and its provider and service parts."""
+    from quell.attribute.apply import attribute
+    from quell.attribute.bundle import load_attribution_model
+    from quell.cli.console import emit_json
+
+    _check_level(level)
+    bundle = load_attribution_model(model)
+    rows = []
+    for path in runs:
+        run = _run(path)
+        attr = attribute(bundle, run.records, run.psi, level, run.name)
+        rows.append((run.name, attr.summary()))
+        if out is not None:
+            target = out if len(runs) == 1 else out / f"{len(rows):02d}-{path.name}.csv"
+            _write_csv(target, attr)
+    _print_runs(rows)
+    if as_json:
+        emit_json({"runs": [{"run": n} | s for n, s in rows]})
+
+
+@attribute_app.command("report")
+def report_command(
+    model: ModelArg,
+    runs: RunsArg,
+    out: Annotated[Path, typer.Option("--out", help="Directory for the PNGs and index.html.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """The runs' latency and provider part: a table, a per-request attribution plot per run,
+    the heatmap over the runs' cells (when each has a cell.json naming its antagonist workers
+    and service load) and an HTML page."""
+    from quell.attribute.apply import attribute
+    from quell.attribute.bundle import load_attribution_model
+    from quell.cli.console import emit_json
+    from quell.core.files import load_json
+    from quell.errors import InputError, Problem
+    from quell.report.attribution import (
+        Cell,
+        plot_heatmap,
+        plot_request_attribution,
+        render_attribution_html,
+    )
+
+    bundle = load_attribution_model(model)
+    out.mkdir(parents=True, exist_ok=True)
+    rows, images, cells = [], [], []
+    for i, path in enumerate(runs, start=1):
+        run = _run(path)
+        attr = attribute(bundle, run.records, run.psi, source=run.name)
+        summary = attr.summary()
+        rows.append((run.name, summary))
+        png = f"requests-{i:02d}.png"
+        plot_request_attribution(attr, out / png, path.name)
+        images.append(png)
+        cell_file = path / CELL_FILE
+        if path.is_dir() and cell_file.is_file():
+            doc = load_json(cell_file, "heatmap cell")
+            try:
+                cells.append(
+                    Cell(
+                        float(doc["antagonist_workers"]),
+                        float(doc["load"]),
+                        float(summary["provider_p99_seconds"]),
+                    )
+                )
+            except (KeyError, TypeError, ValueError):
+                message = "needs numbers antagonist_workers and load"
+                raise InputError(str(cell_file), [Problem("", message)]) from None
+    if cells:
+        plot_heatmap(
+            cells,
+            out / "heatmap.png",
+            "antagonist workers",
+            "service load",
+            "latency attributed to the provider, p99",
+        )
+        images.insert(0, "heatmap.png")
+    meta = bundle.data.meta
+    model_doc = {
+        "file": str(model),
+        "trained": meta.created,
+        "requests": meta.n_train,
+        "labels": meta.labels,
+        "features": ", ".join(bundle.features),
+        "classes": ", ".join(bundle.classes),
+    } | {f"held-out {k}": f"{v:.4g}" for k, v in meta.scores.items()}
+    page = render_attribution_html("Latency attribution", model_doc, rows, images)
+    (out / "index.html").write_text(page)
+    _print_runs(rows)
+    if as_json:
+        emit_json(
+            {
+                "runs": [{"run": n} | s for n, s in rows],
+                "images": images,
+                "html": str(out / "index.html"),
+            }
+        )

@@ -1,0 +1,213 @@
+"""From runs to a fitted attribution model and back to per-request attributions.
+
+Training: the uncontended run of a schedule and one or more contended runs of the same schedule.
+Each contended request is labelled (percentile matching within its class by default, or paired
+by request id) and described by its features; the features every run has are used, the classes
+are the union. A seeded share of the requests is held out; the sparse GP and the baselines (the
+run-queue wait, linear regression, gradient boosting, and the exact GP on a subsample) are fitted
+on the rest and scored on it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+from quell.attribute.bundle import AttributionModel, ModelMeta, build_model_bundle
+from quell.attribute.features import (
+    CLASS_PREFIX,
+    FeatureMatrix,
+    PsiSeries,
+    available_features,
+    build_features,
+)
+from quell.attribute.labels import compare_labels, paired_labels, percentile_labels
+from quell.attribute.models import (
+    BoostingBaseline,
+    ExactGP,
+    LinearBaseline,
+    RunQueueBaseline,
+    Score,
+    SparseGP,
+    score,
+)
+from quell.attribute.records import Records
+from quell.errors import InputError, Problem
+
+FloatArray = NDArray[np.float64]
+LabelKind = Literal["percentile", "paired"]
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run's records, its PSI series if any, and where it came from."""
+
+    name: str
+    records: Records
+    psi: PsiSeries | None = None
+
+
+@dataclass(frozen=True)
+class TrainingSet:
+    features: FeatureMatrix
+    y: FloatArray
+    """Excess seconds, by ``labels``."""
+    labels: LabelKind
+    agreement: list[dict[str, Any]]
+    """Per contended run, how far percentile and paired labels differ (where ids pair)."""
+
+
+def training_set(
+    uncontended: Run,
+    contended: Sequence[Run],
+    labels: LabelKind = "percentile",
+    include_uncontended: bool = True,
+) -> TrainingSet:
+    """Labels and features of every contended request against ``uncontended``; with
+    ``include_uncontended`` the uncontended run's own requests too, each with excess 0 (what
+    percentile matching and pairing give a run against itself): without them the model never
+    sees a machine without co-located load and extrapolates to it."""
+    if not contended:
+        raise InputError("training runs", [Problem("contended", "no contended run")])
+    names = [n for n in available_features(contended[0].records, contended[0].psi)]
+    for run in contended[1:]:
+        have = set(available_features(run.records, run.psi))
+        names = [n for n in names if n in have]
+    runs = [*contended, uncontended] if include_uncontended else list(contended)
+    classes = sorted({c for run in runs for c in run.records.request_class.tolist()})
+    u = uncontended.records
+    xs, ys, ids, cls = [], [], [], []
+    agreement = []
+    if include_uncontended:
+        names = [n for n in names if n in set(available_features(u, uncontended.psi))]
+        fm = build_features(
+            u, uncontended.psi, names=names, classes=classes, source=uncontended.name
+        )
+        xs.append(fm.x)
+        ys.append(np.zeros(len(u)))
+        ids.append(fm.request_id)
+        cls.append(fm.request_class)
+    for run in contended:
+        c = run.records
+        pct = percentile_labels(u.wall_seconds, u.request_class, c.wall_seconds, c.request_class)
+        par = paired_labels(u["request_id"], u.wall_seconds, c["request_id"], c.wall_seconds)
+        if np.any(np.isfinite(par)):
+            agreement.append({"run": run.name} | compare_labels(pct, par).as_dict())
+        fm = build_features(c, run.psi, names=names, classes=classes, source=run.name)
+        y = pct if labels == "percentile" else par
+        keep = np.isfinite(y)
+        if labels == "paired" and not np.any(keep):
+            raise InputError(run.name, [Problem("request_id", "no request pairs by id")])
+        xs.append(fm.x[keep])
+        ys.append(y[keep])
+        ids.append(fm.request_id[keep])
+        cls.append(fm.request_class[keep])
+    features = FeatureMatrix(
+        x=np.vstack(xs),
+        names=fm.names,
+        classes=fm.classes,
+        request_id=np.concatenate(ids),
+        request_class=np.concatenate(cls),
+    )
+    return TrainingSet(features, np.concatenate(ys), labels, agreement)
+
+
+@dataclass(frozen=True)
+class FitSettings:
+    n_inducing: int = 200
+    max_iters: int = 50
+    seed: int = 0
+    holdout: float = 0.2
+    exact_points: int = 1000
+    baselines: bool = True
+
+
+@dataclass
+class FitResult:
+    model: AttributionModel
+    scores: list[Score]
+    n_train: int
+    n_test: int
+    fit_seconds: dict[str, float] = field(default_factory=dict)
+    agreement: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "n_train": self.n_train,
+            "n_test": self.n_test,
+            "features": list(self.model.features),
+            "classes": list(self.model.classes),
+            "scores": [vars(s) for s in self.scores],
+            "fit_seconds": self.fit_seconds,
+            "label_agreement": self.agreement,
+        }
+
+
+def split(n: int, holdout: float, seed: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Seeded train and held-out rows (``holdout`` of them, at least one each when n ≥ 2)."""
+    rows = np.random.default_rng(seed).permutation(n)
+    n_test = min(max(round(holdout * n), 1 if holdout > 0 else 0), n - 1)
+    return np.sort(rows[n_test:]), np.sort(rows[:n_test])
+
+
+def fit_attribution(
+    data: TrainingSet,
+    settings: FitSettings,
+    source: str = "",
+    progress: Progress | None = None,
+) -> FitResult:
+    """Fit the sparse GP on the training rows, score it and the baselines on the held-out rows."""
+    note = progress or (lambda _: None)
+    x, y = data.features.x, data.y
+    train, test = split(len(y), settings.holdout, settings.seed)
+    timings: dict[str, float] = {}
+    note(f"sparse GP on {len(train)} requests")
+    t0 = time.perf_counter()
+    gp = SparseGP(settings.n_inducing, settings.max_iters, settings.seed).fit(x[train], y[train])
+    timings["sparse_gp"] = time.perf_counter() - t0
+    scores = []
+    if len(test):
+        scores.append(score(gp.name, y[test], gp.predict(x[test])))
+    if settings.baselines and len(test):
+        baselines: list[Any] = [
+            RunQueueBaseline(data.features.names),
+            LinearBaseline(),
+            BoostingBaseline(settings.seed),
+            ExactGP(settings.exact_points, settings.seed),
+        ]
+        for model in baselines:
+            note(f"baseline {model.name}")
+            t0 = time.perf_counter()
+            model.fit(x[train], y[train])
+            timings[model.name] = time.perf_counter() - t0
+            scores.append(score(model.name, y[test], model.predict(x[test])))
+    meta = ModelMeta(
+        created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        source=source,
+        n_train=len(train),
+        n_inducing=settings.n_inducing,
+        max_iters=settings.max_iters,
+        seed=settings.seed,
+        labels=data.labels,
+        scores={
+            k: v
+            for k, v in {
+                "r2": scores[0].r2 if scores else None,
+                "mae_seconds": scores[0].mae_seconds if scores else None,
+                "coverage": scores[0].coverage if scores else None,
+            }.items()
+            if v is not None and np.isfinite(v)
+        },
+    )
+    classes = tuple(
+        n.removeprefix(CLASS_PREFIX) for n in data.features.names if n.startswith(CLASS_PREFIX)
+    )
+    bundle = build_model_bundle(gp, data.features.names, classes or data.features.classes, meta)
+    return FitResult(bundle, scores, len(train), len(test), timings, data.agreement)

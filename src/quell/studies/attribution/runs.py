@@ -1,0 +1,102 @@
+"""The per-request records of a run directory, as files.
+
+A run directory holds ``records.csv`` (one row per request, a header naming the record's columns,
+``quell.attribute.records``) and, optionally, ``psi.csv`` (a PSI sample series: ``time_ns`` and
+cumulative "some" totals in microseconds under the keys of ``quell.attribute.features.PSI_KEYS``).
+A path to a ``.csv`` file is read as the records alone.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+
+from quell.attribute.features import PsiSeries
+from quell.attribute.records import CLASS_COLUMN, OPTIONAL_COLUMNS, RECORD_COLUMNS, Records
+from quell.attribute.records import check_records as _check
+from quell.core.files import read_text
+from quell.errors import InputError, Problem
+
+RECORDS_FILE: Final = "records.csv"
+PSI_FILE: Final = "psi.csv"
+MAX_RECORDS_BYTES: Final = 1 << 30
+
+
+def _read_csv(path: Path, what: str) -> dict[str, list[str]]:
+    text = read_text(path, what, MAX_RECORDS_BYTES)
+    reader = csv.reader(io.StringIO(text))
+    header = next(reader, None)
+    if not header:
+        raise InputError(str(path), [Problem("", f"an empty {what}: no header")])
+    columns: dict[str, list[str]] = {name: [] for name in header}
+    for line, row in enumerate(reader, start=2):
+        if len(row) != len(header):
+            message = f"{len(row)} fields, the header has {len(header)}"
+            raise InputError(str(path), [Problem(f"line {line}", message)])
+        for name, value in zip(header, row, strict=True):
+            columns[name].append(value)
+    return columns
+
+
+def _ints(path: Path, name: str, values: list[str]) -> np.ndarray:
+    try:
+        return np.array([int(v) for v in values], dtype=np.int64)
+    except ValueError:
+        bad = next(i for i, v in enumerate(values) if not v.lstrip("-").isdigit())
+        message = f"not an integer at line {bad + 2}: {values[bad][:40]!r}"
+        raise InputError(str(path), [Problem(name, message)]) from None
+
+
+def records_path(path: Path) -> Path:
+    return path / RECORDS_FILE if path.is_dir() else path
+
+
+def read_records(path: Path) -> Records:
+    """The checked records of a run directory (or of a records CSV file)."""
+    file = records_path(path)
+    raw = _read_csv(file, "records file")
+    table: dict[str, Any] = {}
+    for name, values in raw.items():
+        if name == CLASS_COLUMN:
+            table[name] = np.array(values, dtype=np.str_)
+        elif name in RECORD_COLUMNS or name in OPTIONAL_COLUMNS:
+            table[name] = _ints(file, name, values)
+    return _check(table, str(file))
+
+
+def read_psi(path: Path) -> PsiSeries | None:
+    """The PSI sample series beside a run directory's records, or ``None`` without one."""
+    file = path / PSI_FILE if path.is_dir() else path.with_name(PSI_FILE)
+    if not file.exists():
+        return None
+    raw = _read_csv(file, "PSI series")
+    if "time_ns" not in raw:
+        raise InputError(str(file), [Problem("time_ns", "missing column")])
+    totals: dict[str, np.ndarray] = {}
+    for name, values in raw.items():
+        if name != "time_ns":
+            try:
+                totals[name] = np.array([float(v) for v in values])
+            except ValueError:
+                raise InputError(str(file), [Problem(name, "not numbers")]) from None
+    psi = PsiSeries(_ints(file, "time_ns", raw["time_ns"]), totals)
+    psi.check(str(file))
+    return psi
+
+
+def write_records(path: Path, table: Mapping[str, Any]) -> Path:
+    """Write ``table``'s record columns as ``path``/records.csv (``path`` a directory)."""
+    path.mkdir(parents=True, exist_ok=True)
+    names = [c for c in (*RECORD_COLUMNS, *OPTIONAL_COLUMNS) if c in table]
+    rows = zip(*(np.asarray(table[c]).tolist() for c in names), strict=True)
+    out = path / RECORDS_FILE
+    with out.open("w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(names)
+        writer.writerows(rows)
+    return out

@@ -1,0 +1,135 @@
+"""``quell attribute fit|predict|report`` on constructed runs of one schedule: the model it
+writes, what it attributes where there is and is not co-located load, the report's files, and
+bad input refused with exit 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from quell.attribute.bundle import load_attribution_model
+from quell.studies.attribution.runs import write_records
+from tests.attribute.synth import schedule_records
+from tests.cli.inprocess import assert_refused, run_quell
+
+N = 2500
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("attribution")
+    paths = {}
+    for name, seed, workers, run_seed in (
+        ("clean", 1, 0, 0),
+        ("w1", 1, 1, 1),
+        ("w3", 1, 3, 1),
+        ("test-clean", 2, 0, 5),
+        ("test-w2", 2, 2, 5),
+    ):
+        paths[name] = root / name
+        write_records(paths[name], schedule_records(seed, N, workers, run_seed=run_seed))
+        (paths[name] / "cell.json").write_text(
+            json.dumps({"antagonist_workers": workers, "load": 100})
+        )
+    model = root / "model.json"
+    fit = run_quell(
+        "attribute", "fit", "--uncontended", paths["clean"], "--contended", paths["w1"],
+        "--contended", paths["w3"], "--out", model, "--inducing", "100", "--iters", "50",
+        "--exact-points", "300", "--json",
+    )  # fmt: skip
+    assert fit.code == 0, fit.stderr
+    paths["model"] = model
+    paths["fit"] = root / "fit.json"
+    paths["fit"].write_text(fit.stdout.splitlines()[-1])
+    return paths
+
+
+def test_fit_writes_a_model_and_scores_it_beside_the_baselines(runs) -> None:
+    doc = json.loads(runs["fit"].read_text())
+    scores = {s["model"]: s for s in doc["scores"]}
+    assert set(scores) == {"sparse_gp", "runq_wait", "linear", "boosting", "exact_gp"}
+    assert doc["n_train"] + doc["n_test"] == 3 * N  # the uncontended run's too, at excess 0
+    gp = scores["sparse_gp"]
+    assert gp["r2"] > 0.95
+    assert 0.93 <= gp["coverage"] <= 0.97
+    assert gp["mae_seconds"] < 0.7 * scores["runq_wait"]["mae_seconds"]
+    assert [a["run"] for a in doc["label_agreement"]] == [str(runs["w1"]), str(runs["w3"])]
+    model = load_attribution_model(runs["model"])
+    assert model.classes == ("/php", "/static")
+    assert model.data.meta.n_train == doc["n_train"]
+
+
+def test_predict_attributes_little_to_the_provider_without_load(runs, tmp_path: Path) -> None:
+    out = tmp_path / "pred"
+    res = run_quell(
+        "attribute", "predict", runs["model"], runs["test-clean"], runs["test-w2"],
+        "--out", out, "--json",
+    )  # fmt: skip
+    assert res.code == 0, res.stderr
+    clean, loaded = json.loads(res.stdout.splitlines()[-1])["runs"]
+    assert clean["requests"] == loaded["requests"] == N
+    assert clean["provider_share"] < 0.1
+    assert loaded["provider_share"] > 0.4
+    assert loaded["provider_p99_seconds"] > 5 * clean["provider_p99_seconds"]
+    rows = (out / "02-test-w2.csv").read_text().splitlines()
+    assert len(rows) == N + 1
+    assert rows[0].startswith("request_id,request_class,wall_seconds,excess_seconds")
+    wall, provider, service = (
+        np.array([float(r.split(",")[i]) for r in rows[1:]]) for i in (2, 6, 7)
+    )
+    np.testing.assert_allclose(provider + service, wall, rtol=1e-12)
+
+
+def test_report_writes_the_plots_the_heatmap_and_a_page(runs, tmp_path: Path) -> None:
+    res = run_quell(
+        "attribute", "report", runs["model"], runs["test-clean"], runs["test-w2"],
+        "--out", tmp_path, "--json",
+    )  # fmt: skip
+    assert res.code == 0, res.stderr
+    doc = json.loads(res.stdout.splitlines()[-1])
+    assert doc["images"] == ["heatmap.png", "requests-01.png", "requests-02.png"]
+    for name in doc["images"]:
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    page = (tmp_path / "index.html").read_text()
+    assert "test-w2" in page and 'src="heatmap.png"' in page
+    assert "latency and its provider part" in res.stdout
+
+
+def test_bad_input_is_refused(runs, tmp_path: Path) -> None:
+    assert_refused(
+        run_quell(
+            "attribute", "fit", "--uncontended", tmp_path, "--contended", runs["w1"],
+            "--out", tmp_path / "m.json",
+        ),
+        "no records here",
+    )  # fmt: skip
+    assert_refused(
+        run_quell(
+            "attribute", "fit", "--uncontended", runs["clean"], "--contended", runs["w1"],
+            "--out", tmp_path / "m.json", "--labels", "median",
+        ),
+        "percentile or paired",
+    )  # fmt: skip
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    text = (runs["w1"] / "records.csv").read_text().replace("runq_wait_ns", "runq_ns")
+    (bad / "records.csv").write_text(text.replace("\n3,", "\nx,", 1))
+    assert_refused(
+        run_quell("attribute", "predict", runs["model"], bad), "request_id", "not an integer"
+    )
+    (bad / "records.csv").write_text(text)
+    assert_refused(
+        run_quell("attribute", "predict", runs["model"], bad), "runq_wait_ns: missing column"
+    )
+    (tmp_path / "model.json").write_text('{"format": "quell.prima.bundle"}')
+    assert_refused(
+        run_quell("attribute", "predict", tmp_path / "model.json", runs["w1"]),
+        "not a quell attribution model",
+    )
+    assert_refused(
+        run_quell("attribute", "predict", runs["model"], runs["w1"], "--level", "1.5"),
+        "--level",
+    )
