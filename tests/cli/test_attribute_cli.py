@@ -38,7 +38,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     fit = run_quell(
         "attribute", "fit", "--uncontended", paths["clean"], "--contended", paths["w1"],
         "--contended", paths["w3"], "--out", model, "--inducing", "100", "--iters", "50",
-        "--exact-points", "300", "--json",
+        "--exact-points", "300", "--test-uncontended", paths["test-clean"],
+        "--test-contended", paths["test-w2"], "--json",
     )  # fmt: skip
     assert fit.code == 0, fit.stderr
     paths["model"] = model
@@ -56,6 +57,14 @@ def test_fit_writes_a_model_and_scores_it_beside_the_baselines(runs) -> None:
     assert gp["r2"] > 0.95
     assert 0.93 <= gp["coverage"] <= 0.97
     assert gp["mae_seconds"] < 0.7 * scores["runq_wait"]["mae_seconds"]
+    assert doc["acceptance"] == {"r2": True, "coverage": True, "mae_vs_runq": True}
+    # Another schedule seed and two workers, a load it was not trained on.
+    held = doc["held_out"]["held-out runs"]
+    other = {s["model"]: s for s in held["scores"]}
+    assert other["sparse_gp"]["n"] == N
+    assert other["sparse_gp"]["r2"] > 0.9
+    assert other["sparse_gp"]["mae_seconds"] < 0.7 * other["runq_wait"]["mae_seconds"]
+    assert held["acceptance"]["r2"] and held["acceptance"]["mae_vs_runq"]
     assert [a["run"] for a in doc["label_agreement"]] == [str(runs["w1"]), str(runs["w3"])]
     model = load_attribution_model(runs["model"])
     assert model.classes == ("/php", "/static")
@@ -112,6 +121,13 @@ def test_bad_input_is_refused(runs, tmp_path: Path) -> None:
             "--out", tmp_path / "m.json", "--labels", "median",
         ),
         "percentile or paired",
+    )  # fmt: skip
+    assert_refused(
+        run_quell(
+            "attribute", "fit", "--uncontended", runs["clean"], "--contended", runs["w1"],
+            "--out", tmp_path / "m.json", "--test-uncontended", runs["test-clean"],
+        ),
+        "both --test-uncontended and --test-contended",
     )  # fmt: skip
     bad = tmp_path / "bad"
     bad.mkdir()

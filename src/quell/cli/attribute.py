@@ -50,6 +50,19 @@ def fit_command(
         list[Path], typer.Option("--contended", help="A run of the same schedule under load.")
     ],
     out: Annotated[Path, typer.Option("--out", help="Where to write the model bundle.")],
+    test_uncontended: Annotated[
+        Path | None,
+        typer.Option(
+            "--test-uncontended", help="Held-out: the uncontended run of another schedule."
+        ),
+    ] = None,
+    test_contended: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--test-contended",
+            help="Held-out: a run under other load (other seed or antagonist kind).",
+        ),
+    ] = None,
     labels: Annotated[
         str, typer.Option("--labels", help="percentile (the seed's) or paired (by request id).")
     ] = "percentile",
@@ -88,8 +101,23 @@ def fit_command(
     runs = [_run(p) for p in contended]
     kind: Literal["percentile", "paired"] = "percentile" if labels == "percentile" else "paired"
     data = training_set(base, runs, kind, include_uncontended)
+    held_out = []
+    if (test_uncontended is None) != (not test_contended):
+        message = "give both --test-uncontended and --test-contended, or neither"
+        raise InputError("held-out runs", [Problem("", message)])
+    if test_uncontended is not None and test_contended:
+        names = [n for n in data.features.names if not n.startswith("class=")]
+        test = training_set(
+            _run(test_uncontended),
+            [_run(p) for p in test_contended],
+            kind,
+            include_uncontended=False,
+            names=names,
+            classes=data.features.classes,
+        )
+        held_out.append(("held-out runs", test))
     settings = FitSettings(inducing, iters, seed, holdout, exact_points, baselines)
-    steps = 5 if baselines and holdout > 0 else 1
+    steps = 5 if baselines else 1
     progress = Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -109,29 +137,41 @@ def fit_command(
             progress.update(task, description=what)
 
         source = f"uncontended {uncontended}; contended {', '.join(map(str, contended))}"
-        result = fit_attribution(data, settings, source, note)
+        result = fit_attribution(data, settings, source, note, held_out)
         progress.update(task, completed=steps, description="done")
     result.model.save(out)
-    _print_scores(result.as_dict())
+    doc = result.as_dict()
+    _print_scores(
+        f"held-out requests: {doc['n_test']} (trained on {doc['n_train']})",
+        doc["scores"],
+        doc["fit_seconds"],
+        doc["acceptance"],
+    )
+    for name, held in doc["held_out"].items():
+        n = held["scores"][0]["n"] if held["scores"] else 0
+        _print_scores(f"{name}: {n} requests", held["scores"], {}, held["acceptance"])
     _print_agreement(result.agreement)
     if as_json:
         emit_json({"model": str(out)} | result.as_dict())
 
 
-def _print_scores(doc: dict[str, Any]) -> None:
+def _print_scores(
+    title: str,
+    scores: list[dict[str, Any]],
+    fit_seconds: dict[str, float],
+    goals: dict[str, bool | None],
+) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     from quell.cli.console import out_console
 
-    table = Table(
-        title=f"held-out requests: {doc['n_test']} (trained on {doc['n_train']})",
-        title_justify="left",
-    )
+    table = Table(title=escape(title), title_justify="left")
     for h in ("model", "R²", "MAE ms", "RMSE ms", "95 % coverage", "fit s"):
         table.add_column(h, justify="left" if h == "model" else "right")
-    for s in doc["scores"]:
+    for s in scores:
         cov = "-" if s["coverage"] is None else f"{100 * s['coverage']:.1f} %"
-        fit_s = doc["fit_seconds"].get(s["model"])
+        fit_s = fit_seconds.get(s["model"])
         table.add_row(
             s["model"],
             f"{s['r2']:.3f}",
@@ -141,6 +181,18 @@ def _print_scores(doc: dict[str, Any]) -> None:
             "-" if fit_s is None else f"{fit_s:.1f}",
         )
     out_console.print(table)
+    if goals:
+        words = {True: "met", False: "NOT met", None: "-"}
+        out_console.print(
+            "targets: R² ≥ 0.8 "
+            + words[goals.get("r2")]
+            + "; 95 % interval covers 93-97 % "
+            + words[goals.get("coverage")]
+            + "; MAE ≥ 30 % below the run-queue wait's "
+            + words[goals.get("mae_vs_runq")],
+            markup=False,
+            highlight=False,
+        )
 
 
 def _print_agreement(rows: list[dict[str, Any]]) -> None:
