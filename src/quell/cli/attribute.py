@@ -225,10 +225,10 @@ def _print_runs(rows: list[tuple[str, dict[str, Any]]]) -> None:
     from quell.cli.console import out_console
     from quell.report.attribution import SUMMARY_COLUMNS, summary_cells
 
-    table = Table(title="latency and its provider part", title_justify="left")
-    table.add_column("run")
+    table = Table(title="latency and its provider part (ms)", title_justify="left")
+    table.add_column("run", overflow="fold")
     for h, _ in SUMMARY_COLUMNS:
-        table.add_column(h, justify="right")
+        table.add_column(h.replace("provider ", "prov. "), justify="right")
     for name, summary in rows:
         table.add_row(escape(name), *summary_cells(summary))
     out_console.print(table)

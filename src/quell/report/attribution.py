@@ -101,14 +101,15 @@ def plot_heatmap(
 
 SUMMARY_COLUMNS: tuple[tuple[str, str], ...] = (
     ("requests", "requests"),
-    ("p50 ms", "p50_seconds"),
-    ("p90 ms", "p90_seconds"),
-    ("p99 ms", "p99_seconds"),
-    ("provider p50 ms", "provider_p50_seconds"),
-    ("provider p90 ms", "provider_p90_seconds"),
-    ("provider p99 ms", "provider_p99_seconds"),
+    ("p50", "p50_seconds"),
+    ("p90", "p90_seconds"),
+    ("p99", "p99_seconds"),
+    ("provider p50", "provider_p50_seconds"),
+    ("provider p90", "provider_p90_seconds"),
+    ("provider p99", "provider_p99_seconds"),
     ("provider share", "provider_share"),
 )
+"""(header, key); latencies in ms."""
 
 
 def summary_cells(summary: dict[str, Any]) -> list[str]:
@@ -152,6 +153,6 @@ def render_attribution_html(
         "th,td{border:1px solid #ccc;padding:.25em .7em}td.num{text-align:right}"
         "img{max-width:100%;border:1px solid #ddd}</style></head><body>"
         f"<h1>{escape(title)}</h1><h2>Model</h2><table>{model_rows}</table>"
-        f"<h2>Runs</h2><table><thead><tr><th>run</th>{head}</tr></thead><tbody>{body}</tbody>"
+        f"<h2>Runs</h2><p>Latencies in ms.</p><table><thead><tr><th>run</th>{head}</tr></thead><tbody>{body}</tbody>"
         f"</table><h2>Plots</h2>{imgs}</body></html>\n"
     )
