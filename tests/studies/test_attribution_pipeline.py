@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
+from quell.attribute.features import build_features
 from quell.attribute.records import check_records
 from quell.errors import InputError
 from quell.studies.attribution.pipeline import Run, split, training_set
+from quell.studies.attribution.runs import read_records
 from tests.attribute.synth import schedule_records
 
 
@@ -38,3 +42,30 @@ def test_no_contended_run_is_refused_and_the_split_is_seeded() -> None:
     train, test = split(10, 0.2, 3)
     assert len(test) == 2 and sorted([*train, *test]) == list(range(10))
     np.testing.assert_array_equal(split(10, 0.2, 3)[1], test)
+
+
+FIXTURE_LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "instrument" / "qtlog"
+
+
+def test_the_instrumentations_recorded_logs_give_exact_features() -> None:
+    records = read_records(FIXTURE_LOGS)
+    assert len(records) == 10
+    fm = build_features(records)
+    row = list(fm.request_id).index(202)  # /spin on thread 13900
+    assert fm.request_class[row] == "/spin"
+    assert fm.column("cpu_seconds")[row] == 5044144 / 1e9
+    assert fm.column("runq_wait_seconds")[row] == 6620663 / 1e9
+    assert fm.column("blocked_seconds")[row] == pytest.approx((11676494 - 5044144 - 6620663) / 1e9)
+    assert fm.column("invol_cs")[row] == 3
+    row = list(fm.request_id).index(103)  # yielded for 100 ms: counted as blocked
+    assert fm.column("yields")[row] == 1
+    assert fm.column("blocked_seconds")[row] == pytest.approx((12779251 - 4036004) / 1e9)
+
+
+def test_an_empty_run_directory_and_a_damaged_log_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="no records here"):
+        read_records(tmp_path)
+    log = tmp_path / "quell-1-1-0.qtlog"
+    log.write_bytes(b"QTLOG\x00\x00\x02" + bytes(56))
+    with pytest.raises(InputError, match=r"quell-1-1-0\.qtlog"):
+        read_records(tmp_path)

@@ -19,18 +19,16 @@ attribute_app = typer.Typer(
 
 ModelArg = Annotated[Path, typer.Argument(help="Attribution model bundle (JSON).", dir_okay=False)]
 RunsArg = Annotated[
-    list[Path], typer.Argument(help="Run directories (records.csv, psi.csv) or records CSV files.")
+    list[Path],
+    typer.Argument(help="Run directories (*.qtlog, requests.csv.gz or records.csv; psi.csv)."),
 ]
 CELL_FILE = "cell.json"
 
 
 def _run(path: Path) -> Any:
-    from quell.errors import InputError, Problem
     from quell.studies.attribution.pipeline import Run
-    from quell.studies.attribution.runs import read_psi, read_records, records_path
+    from quell.studies.attribution.runs import read_psi, read_records
 
-    if not records_path(path).is_file():
-        raise InputError(str(path), [Problem("", "no records here (records.csv)")])
     return Run(str(path), read_records(path), read_psi(path))
 
 

@@ -1,9 +1,10 @@
 """The per-request records of a run directory, as files.
 
-A run directory holds ``records.csv`` (one row per request, a header naming the record's columns,
-``quell.attribute.records``) and, optionally, ``psi.csv`` (a PSI sample series: ``time_ns`` and
-cumulative "some" totals in microseconds under the keys of ``quell.attribute.features.PSI_KEYS``).
-A path to a ``.csv`` file is read as the records alone.
+A run directory holds the instrumentation's per-thread logs (``*.qtlog``) or its table
+(``requests.csv.gz``), read by ``quell.instrument.log.read_records``, or a ``records.csv`` with
+the same columns (one row per request, a header naming them); optionally ``psi.csv`` beside
+them (a PSI sample series: ``time_ns`` and cumulative "some" totals in microseconds under the
+keys of ``quell.attribute.features.PSI_KEYS``). A path to a file is read as the records alone.
 """
 
 from __future__ import annotations
@@ -52,13 +53,29 @@ def _ints(path: Path, name: str, values: list[str]) -> np.ndarray:
         raise InputError(str(path), [Problem(name, message)]) from None
 
 
-def records_path(path: Path) -> Path:
-    return path / RECORDS_FILE if path.is_dir() else path
-
-
 def read_records(path: Path) -> Records:
-    """The checked records of a run directory (or of a records CSV file)."""
-    file = records_path(path)
+    """The checked records of a run directory or a records file; a path with no request in it
+    raises ``InputError``."""
+    if path.is_dir() and (path / RECORDS_FILE).is_file():
+        return _read_records_csv(path / RECORDS_FILE)
+    if path.is_file() and path.suffix == ".csv":
+        return _read_records_csv(path)
+    from quell.instrument.log import LogError
+    from quell.instrument.log import read_records as read_logs
+
+    if not path.exists():
+        raise InputError(str(path), [Problem("", "no such file or directory")])
+    try:
+        table = read_logs(path)
+    except LogError as exc:
+        raise InputError(str(exc.path), [Problem("", exc.detail)]) from None
+    if len(table) == 0:
+        what = f"no records here ({RECORDS_FILE}, *.qtlog or requests.csv.gz)"
+        raise InputError(str(path), [Problem("", what)])
+    return _check(table, str(path))
+
+
+def _read_records_csv(file: Path) -> Records:
     raw = _read_csv(file, "records file")
     table: dict[str, Any] = {}
     for name, values in raw.items():
