@@ -38,7 +38,9 @@ def test_the_uncontended_requests_join_at_excess_zero_and_label_kinds_differ() -
 
 def test_no_contended_run_is_refused_and_the_split_is_seeded() -> None:
     with pytest.raises(InputError, match="no contended run"):
-        training_set(_run(1, 0, 0), [])
+        training_set(_run(1, 0, 0), [], include_uncontended=False)
+    clean_only = training_set(_run(1, 0, 0), [])  # a service load with no tenant: excess 0
+    np.testing.assert_array_equal(clean_only.y, np.zeros(400))
     train, test = split(10, 0.2, 3)
     assert len(test) == 2 and sorted([*train, *test]) == list(range(10))
     np.testing.assert_array_equal(split(10, 0.2, 3)[1], test)

@@ -371,3 +371,77 @@ def report_command(
                 "html": str(out / "index.html"),
             }
         )
+
+
+@attribute_app.command("measure")
+def measure_command(
+    out: Annotated[Path, typer.Option("--out", help="Directory of the campaign's runs.")],
+    part: Annotated[str, typer.Option("--part", help="train or test.")] = "train",
+    cpu: Annotated[int, typer.Option("--cpu", min=0, help="The CPU the service shares.")] = 1,
+    requests: Annotated[int, typer.Option("--requests", min=10, help="Requests per run.")] = 2500,
+) -> None:
+    """Run the campaign's cells of ``part`` on this machine (root; under the lab lock): the
+    instrumented service beside stress-ng tenants, each run's per-request records, PSI samples
+    and cell in ``out/<cell>/``. Cells already measured are kept."""
+    import os
+
+    from quell.cli.console import say
+    from quell.errors import InputError, PrerequisiteError, Problem
+    from quell.studies.attribution.campaign import PARTS
+    from quell.studies.attribution.experiment import run_cells
+
+    if part not in PARTS:
+        raise InputError("--part", [Problem("", f"one of {', '.join(PARTS)}, not {part!r}")])
+    if os.geteuid() != 0:
+        raise PrerequisiteError("root", "cgroups for the service and its tenants")
+    if cpu not in os.sched_getaffinity(0):
+        raise InputError("--cpu", [Problem("", f"CPU {cpu} is not available here")])
+    run_cells(PARTS[part](requests), out, cpu, say)
+
+
+@attribute_app.command("analyse")
+def analyse_command(
+    runs_dir: Annotated[Path, typer.Argument(help="The campaign's measured runs.")],
+    data: Annotated[
+        Path, typer.Option("--data", help="Where to keep the runs' data and results.json.")
+    ],
+    inducing: Annotated[int, typer.Option("--inducing", min=1)] = 200,
+    iters: Annotated[int, typer.Option("--iters", min=1)] = 50,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    exact_points: Annotated[int, typer.Option("--exact-points", min=10)] = 1000,
+) -> None:
+    """Keep the campaign's runs compactly under ``DATA/runs/`` (records as requests.csv.gz),
+    fit on the training runs, score on the held-out ones, and write ``DATA/results.json``."""
+    from quell.cli.console import say
+    from quell.core.files import write_json
+    from quell.errors import InputError, Problem
+    from quell.report.attribution_results import RESULTS_FILE
+    from quell.studies.attribution.analysis import analyse, export_run
+    from quell.studies.attribution.pipeline import FitSettings
+
+    kept = data / "runs"
+    measured = sorted(p.parent for p in runs_dir.glob("*/cell.json")) if runs_dir.is_dir() else []
+    if not measured:
+        raise InputError(str(runs_dir), [Problem("", "no measured run (*/cell.json) here")])
+    for run in measured:
+        if (run / "logs").is_dir():
+            export_run(run, kept / run.name)
+            say(f"kept {run.name}")
+    settings = FitSettings(inducing, iters, seed, 0.2, exact_points, True)
+    doc = analyse(kept, settings, say)
+    write_json(data / RESULTS_FILE, doc)
+    say(f"wrote {data / RESULTS_FILE}")
+
+
+@attribute_app.command("results")
+def results_command(
+    data: Annotated[Path, typer.Option("--data", help="Directory with results.json.")],
+    out: Annotated[Path, typer.Option("--out", help="The results page (Markdown).")],
+) -> None:
+    """Write the results page from ``DATA/results.json``."""
+    from quell.errors import InputError, Problem
+    from quell.report.attribution_results import RESULTS_FILE, render
+
+    if not (data / RESULTS_FILE).is_file():
+        raise InputError(str(data), [Problem(RESULTS_FILE, "missing")])
+    out.write_text(render(data))

@@ -78,7 +78,7 @@ def training_set(
     sees a machine without co-located load and extrapolates to it. ``names`` and ``classes``:
     the features and one-hot classes to build (a fitted model's, for held-out runs); by default
     the features every run has and the union of their classes."""
-    if not contended:
+    if not contended and not include_uncontended:
         raise InputError("training runs", [Problem("contended", "no contended run")])
     runs = [*contended, uncontended] if include_uncontended else list(contended)
     if names is None:
@@ -122,6 +122,26 @@ def training_set(
         request_class=np.concatenate(cls),
     )
     return TrainingSet(features, np.concatenate(ys), labels, agreement)
+
+
+def combine(sets: Sequence[TrainingSet]) -> TrainingSet:
+    """One training set of several built with the same features and classes (e.g. one per
+    service load, each against its own uncontended run)."""
+    if not sets:
+        raise InputError("training sets", [Problem("", "none given")])
+    names = sets[0].features.names
+    if any(t.features.names != names for t in sets):
+        raise InputError("training sets", [Problem("features", "built with other features")])
+    features = FeatureMatrix(
+        x=np.vstack([t.features.x for t in sets]),
+        names=names,
+        classes=sets[0].features.classes,
+        request_id=np.concatenate([t.features.request_id for t in sets]),
+        request_class=np.concatenate([t.features.request_class for t in sets]),
+    )
+    y = np.concatenate([t.y for t in sets])
+    agreement = [a for t in sets for a in t.agreement]
+    return TrainingSet(features, y, sets[0].labels, agreement)
 
 
 @dataclass(frozen=True)

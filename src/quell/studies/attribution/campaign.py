@@ -1,0 +1,73 @@
+"""The attribution campaign on this machine: which cells are measured, and what is computed
+from them.
+
+Training (schedule seed 1): the service uncontended at 1, 2 and 3 worker processes, and under
+stress-ng ``cpu`` and ``matrix`` tenants (1 and 3 at one worker; 2 at two and three workers).
+Held out (schedule seed 2): the Fig. 3 grid (``cpu`` tenants 0, 1, 2, 4 × service workers 1, 2,
+3), stressor kinds never trained on (``cache``, ``switch``, 2 tenants at one worker), and the
+customer's own slowdown (every request twice as heavy, no tenant).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+import numpy as np
+
+from quell.studies.attribution.experiment import Cell
+
+TRAIN_SEED: Final = 1
+TEST_SEED: Final = 2
+REQUESTS: Final = 2500
+LOADS: Final = (1, 2, 3)
+GRID_TENANTS: Final = (0, 1, 2, 4)
+TRAIN_KINDS: Final = ("cpu", "matrix")
+HELD_OUT_KINDS: Final = ("cache", "switch")
+
+
+def _cell(prefix: str, seed: int, stressor: str, tenants: int, workers: int, **kw: Any) -> Cell:
+    what = "clean" if tenants == 0 else f"{stressor}{tenants}"
+    return Cell(f"{prefix}-{what}-w{workers}", seed, workers, stressor, tenants, **kw)
+
+
+def train_cells(requests: int = REQUESTS) -> list[Cell]:
+    cells = [_cell("train", TRAIN_SEED, "cpu", 0, w, requests=requests) for w in LOADS]
+    for kind in TRAIN_KINDS:
+        cells += [_cell("train", TRAIN_SEED, kind, n, 1, requests=requests) for n in (1, 3)]
+    cells += [_cell("train", TRAIN_SEED, "cpu", 2, 2, requests=requests)]
+    cells += [_cell("train", TRAIN_SEED, "matrix", 2, 3, requests=requests)]
+    return cells
+
+
+def test_cells(requests: int = REQUESTS) -> list[Cell]:
+    cells = [
+        _cell("test", TEST_SEED, "cpu", n, w, requests=requests)
+        for n in GRID_TENANTS
+        for w in LOADS
+    ]
+    cells += [_cell("test", TEST_SEED, kind, 2, 1, requests=requests) for kind in HELD_OUT_KINDS]
+    cells.append(Cell("test-heavy-w1", TEST_SEED, 1, "cpu", 0, cpu_scale=2.0, requests=requests))
+    return cells
+
+
+PARTS: Final[dict[str, Callable[[int], list[Cell]]]] = {"train": train_cells, "test": test_cells}
+
+
+def p99_scatter_seconds(latency_s: np.ndarray, seed: int = 0, rounds: int = 400) -> float:
+    """Half the width of the bootstrap 95 % interval of a run's latency p99: the run's own
+    scatter, against which a clean run's attributed p99 is judged."""
+    rng = np.random.default_rng(seed)
+    n = len(latency_s)
+    boots = [np.percentile(latency_s[rng.integers(0, n, n)], 99) for _ in range(rounds)]
+    lo, hi = np.percentile(boots, [2.5, 97.5])
+    return float(hi - lo) / 2
+
+
+@dataclass(frozen=True)
+class Group:
+    """Runs of one schedule at one service load: the uncontended run and the others."""
+
+    clean: str
+    contended: tuple[str, ...]

@@ -1,0 +1,240 @@
+"""The attribution experiments on this machine: the instrumented service
+(``quell.studies.attribution.service``) pinned to one CPU in a cgroup of its own, stress-ng
+antagonists pinned to the same CPU in another cgroup, one run per cell, each run's per-request
+logs, PSI samples (system and the service's cgroup) and cell in a run directory.
+
+Every process it starts carries the run tag (``QUELL_RUN_TAG``) and its cgroups the tag's names,
+so ``quell lab clean`` finds what a killed run left; a run ends its processes by their ids and
+removes its cgroups whatever happens. Runs start processes on this machine: run under the lab
+lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from quell.attribute.features import PSI_KEYS
+from quell.core.files import write_json
+from quell.errors import ComponentError
+from quell.lab.cgroups import Group, create_group, remove_group
+from quell.lab.tag import ENV_VAR, RunTag
+from quell.signals.cgroup import CgroupLayout, detect_layout
+from quell.signals.procfs import read_pressure
+
+SERVICE_MODULE = "quell.studies.attribution.service"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run: a schedule seed, the service's worker processes, the antagonists (a stress-ng
+    stressor; ``antagonist_workers`` tenants, each one stress-ng worker in a cgroup of its own,
+    as the seed's other guests; none when 0) and how heavy the requests are."""
+
+    name: str
+    seed: int
+    workers: int = 1
+    stressor: str = "cpu"
+    antagonist_workers: int = 0
+    cpu_scale: float = 1.0
+    requests: int = 3000
+
+    @property
+    def clean(self) -> bool:
+        return self.antagonist_workers == 0
+
+
+class PsiSampler:
+    """Samples the PSI totals every ``period_s`` on CLOCK_MONOTONIC (the records' clock) in a
+    thread of its own until stopped."""
+
+    def __init__(self, files: dict[str, Path], period_s: float = 0.05) -> None:
+        self.files = files
+        self.period_s = period_s
+        self.rows: list[list[int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _sample(self) -> None:
+        row = [time.monotonic_ns()]
+        for path in self.files.values():
+            p = read_pressure(path)
+            row.append(-1 if p is None else p.some_total_us)
+        self.rows.append(row)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._sample()
+            self._stop.wait(self.period_s)
+
+    def __enter__(self) -> PsiSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self._sample()
+
+    def write(self, path: Path) -> None:
+        keep = [i for i, _ in enumerate(self.files) if all(r[i + 1] >= 0 for r in self.rows)]
+        names = list(self.files)
+        with path.open("w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(["time_ns", *(names[i] for i in keep)])
+            for r in self.rows:
+                w.writerow([r[0], *(r[i + 1] for i in keep)])
+
+
+def _in_group(group: Group, argv: list[str]) -> list[str]:
+    """``argv`` run by a shell that first puts itself into ``group`` (so every child it forks
+    starts there)."""
+    joins = "; ".join(f"echo $$ > {shlex.quote(str(p))}" for p in group.procs_files)
+    return ["/bin/sh", "-c", f"{joins}; exec {shlex.join(argv)}"]
+
+
+def _stop(procs: Sequence[subprocess.Popen[bytes]]) -> None:
+    for p in procs:
+        if p.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                p.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + 5
+    for p in procs:
+        try:
+            p.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(timeout=5)
+
+
+def run_cell(
+    cell: Cell,
+    out: Path,
+    cpu: int,
+    tag: RunTag,
+    layout: CgroupLayout | None = None,
+    deadline_s: float = 90.0,
+) -> Path:
+    """Run ``cell`` into ``out/cell.name`` (logs/, psi.csv, cell.json); returns the directory."""
+    layout = layout or detect_layout()
+    run_dir = out / cell.name
+    logs = run_dir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    for old in logs.glob("*.qtlog"):
+        old.unlink()
+    env = dict(os.environ, QUELL_TOKEN_LOG_DIR=str(logs), **{ENV_VAR: tag.value})
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    groups = [create_group(layout, tag.name(f"attr-svc-{cell.name}"), [cpu])]
+    svc = groups[0]
+    procs: list[subprocess.Popen[bytes]] = []
+    started = time.time()
+    try:
+        for k in range(cell.antagonist_workers):
+            ant = create_group(layout, tag.name(f"attr-ant{k}-{cell.name}"), [cpu])
+            groups.append(ant)
+            argv = ["stress-ng", f"--{cell.stressor}", "1", "--taskset", str(cpu)]
+            argv += ["--timeout", f"{int(deadline_s) + 10}s"]
+            procs.append(
+                subprocess.Popen(
+                    _in_group(ant, argv),
+                    env=env,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
+        if procs:
+            time.sleep(1.0)
+            dead = [p.returncode for p in procs if p.poll() is not None]
+            if dead:
+                raise ComponentError("stress-ng", f"exited at once ({dead})")
+        files = {
+            "psi_cpu_some_us": Path("/proc/pressure/cpu"),
+            "psi_mem_some_us": Path("/proc/pressure/memory"),
+            "psi_io_some_us": Path("/proc/pressure/io"),
+        }
+        if layout.unified is not None:
+            base = layout.unified / tag.name(f"attr-svc-{cell.name}")
+            files |= {
+                "cgroup_psi_cpu_some_us": base / "cpu.pressure",
+                "cgroup_psi_mem_some_us": base / "memory.pressure",
+                "cgroup_psi_io_some_us": base / "io.pressure",
+            }
+        assert set(files) <= set(PSI_KEYS)
+        workers = []
+        with PsiSampler(files) as sampler:
+            for index in range(cell.workers):
+                argv = [
+                    sys.executable, "-m", SERVICE_MODULE, "--seed", str(cell.seed),
+                    "--requests", str(cell.requests), "--workers", str(cell.workers),
+                    "--index", str(index), "--cpu-scale", str(cell.cpu_scale),
+                    "--deadline-s", str(deadline_s),
+                ]  # fmt: skip
+                worker = subprocess.Popen(
+                    ["taskset", "-c", str(cpu), *_in_group(svc, argv)],
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                )
+                workers.append(worker)
+                procs.append(worker)
+            served = 0
+            for w in workers:
+                try:
+                    stdout, stderr = w.communicate(timeout=deadline_s + 30)
+                except subprocess.TimeoutExpired:
+                    raise ComponentError("service", "a worker overran its deadline") from None
+                if w.returncode != 0:
+                    raise ComponentError("service", stderr.decode(errors="replace")[-500:])
+                served += int(stdout.decode().split()[-1])
+        sampler.write(run_dir / "psi.csv")
+    finally:
+        _stop(procs)
+        for group in groups:
+            remove_group(group)
+    write_json(
+        run_dir / "cell.json",
+        asdict(cell)
+        | {
+            "load": cell.workers,
+            "cpu": cpu,
+            "served": served,
+            "started": started,
+            "seconds": round(time.time() - started, 2),
+        },
+    )
+    return run_dir
+
+
+def run_cells(
+    cells: Sequence[Cell],
+    out: Path,
+    cpu: int,
+    progress: Callable[[str], None] | None = None,
+    deadline_s: float = 90.0,
+) -> list[Path]:
+    """Run each cell not already in ``out`` (a run directory with cell.json is done)."""
+    note = progress or (lambda _: None)
+    tag = RunTag.new()
+    layout = detect_layout()
+    done = []
+    for cell in cells:
+        if (out / cell.name / "cell.json").is_file():
+            note(f"{cell.name}: already measured")
+        else:
+            t0 = time.monotonic()
+            run_cell(cell, out, cpu, tag, layout, deadline_s)
+            doc = json.loads((out / cell.name / "cell.json").read_text())
+            note(f"{cell.name}: {doc['served']} requests in {time.monotonic() - t0:.1f} s")
+        done.append(out / cell.name)
+    return done
