@@ -102,3 +102,16 @@ def test_bad_training_data_is_refused_naming_each_problem() -> None:
     assert {p.location for p in err.value.problems} == {"x", "y"}
     with pytest.raises(InputError, match="runq_wait_seconds"):
         RunQueueBaseline(("cpu_seconds",))
+
+
+def test_the_linear_mean_extrapolates_where_a_zero_mean_falls_back() -> None:
+    rng = np.random.default_rng(7)
+    x = rng.uniform(0.0, 1.0, (300, 1))
+    y = 2.0 * x[:, 0] + rng.normal(0.0, 0.05, 300)
+    far = np.array([[5.0]])
+    linear = SparseGP(n_inducing=10, max_iters=30, seed=0).fit(x, y).predict(far)
+    zero = SparseGP(n_inducing=10, max_iters=30, seed=0, mean="zero").fit(x, y).predict(far)
+    assert linear.mean_seconds[0] == pytest.approx(10.0, abs=0.5)
+    assert abs(zero.mean_seconds[0] - 10.0) > 4 * abs(linear.mean_seconds[0] - 10.0)
+    with pytest.raises(InputError, match="linear or zero"):
+        SparseGP(mean="cubic").fit(x, y)

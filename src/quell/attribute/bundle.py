@@ -65,6 +65,8 @@ class PosteriorData(_JsonModel):
     inducing: list[list[Finite]]
     woodbury_vector: list[Finite]
     woodbury_inv: list[list[Finite]]
+    linear: list[Finite] = []
+    """The linear mean's coefficients over the standardised features; empty: a zero mean."""
 
 
 class ModelData(_JsonModel):
@@ -117,6 +119,7 @@ def build_model_bundle(
             inducing=p.inducing.tolist(),
             woodbury_vector=p.woodbury_vector.tolist(),
             woodbury_inv=p.woodbury_inv.tolist(),
+            linear=[] if p.linear is None else p.linear.tolist(),
         ),
     )
     return _model(data, "attribution model")
@@ -139,6 +142,8 @@ def _model(data: ModelData, source: str) -> AttributionModel:
         problems.append(Problem("posterior.lengthscale", f"{len(p.lengthscale)} values for {d}"))
     if len(p.inducing) != m or any(len(row) != d for row in p.inducing):
         problems.append(Problem("posterior.inducing", f"not {m} rows of {d} columns"))
+    if p.linear and len(p.linear) != d:
+        problems.append(Problem("posterior.linear", f"{len(p.linear)} values for {d} columns"))
     if len(p.woodbury_inv) != m or any(len(row) != m for row in p.woodbury_inv):
         problems.append(Problem("posterior.woodbury_inv", f"not {m} × {m}"))
     if problems:
@@ -154,6 +159,7 @@ def _model(data: ModelData, source: str) -> AttributionModel:
         noise_variance=p.noise_variance,
         woodbury_vector=np.asarray(p.woodbury_vector, dtype=np.float64),
         woodbury_inv=np.asarray(p.woodbury_inv, dtype=np.float64).reshape(m, m),
+        linear=np.asarray(p.linear, dtype=np.float64) if p.linear else None,
     )
     gp.n_train_ = data.meta.n_train
     return AttributionModel(tuple(data.features), tuple(data.classes), gp, data)
