@@ -15,6 +15,7 @@ import numpy as np
 
 from quell.attribute.apply import attribute
 from quell.attribute.features import available_features
+from quell.attribute.labels import percentile_labels
 from quell.core.files import load_json
 from quell.studies.attribution.campaign import (
     GRID_TENANTS,
@@ -158,6 +159,15 @@ def analyse(data: Path, settings: FitSettings, progress: Progress | None = None)
                 "p99_seconds": float(np.percentile(a.wall_seconds, 99)),
                 "provider_p99_seconds": float(np.percentile(a.provider_seconds, 99)),
             }
+            clean = runs[f"test-clean-w{load}"].records if f"test-clean-w{load}" in runs else None
+            if clean is not None:
+                labels = percentile_labels(
+                    clean.wall_seconds,
+                    clean.request_class,
+                    a.wall_seconds,
+                    a.request_class,
+                )
+                row["label_p99_seconds"] = float(np.percentile(labels, 99))
             if tenants == 0:
                 scatter = p99_scatter_seconds(a.wall_seconds)
                 row["own_p99_scatter_seconds"] = scatter

@@ -1,0 +1,19 @@
+"""Soroban's results page: drawn from results.json alone, and the page in docs/results kept in
+step with the data there."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from quell.report.attribution_results import RESULTS_FILE, render
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "docs" / "results" / "data" / "attribution"
+PAGE = ROOT / "docs" / "results" / "attribution.md"
+
+
+@pytest.mark.skipif(not (DATA / RESULTS_FILE).is_file(), reason="no attribution results yet")
+def test_the_results_page_is_the_one_its_data_gives() -> None:
+    assert PAGE.read_text() == render(DATA, "docs/results/data/attribution")
