@@ -149,3 +149,16 @@ def test_bad_input_is_refused(runs, tmp_path: Path) -> None:
         run_quell("attribute", "predict", runs["model"], runs["w1"], "--level", "1.5"),
         "--level",
     )
+
+
+def test_the_campaign_commands_refuse_bad_input(tmp_path: Path) -> None:
+    assert_refused(
+        run_quell("attribute", "measure", "--out", tmp_path, "--part", "both"), "train, test"
+    )
+    assert_refused(
+        run_quell("attribute", "analyse", tmp_path, "--data", tmp_path / "d"), "no measured run"
+    )
+    assert_refused(
+        run_quell("attribute", "results", "--data", tmp_path, "--out", tmp_path / "p.md"),
+        "results.json: missing",
+    )
