@@ -6,8 +6,11 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 # System packages the lab drives (Debian 12 / Ubuntu names). Debian's prometheus unit would
 # listen on :9090; quell starts its own Prometheus, so the unit is disabled once installed.
+# PostgreSQL likewise: the packaged cluster "15 main" (port 5432) is stopped and set to manual;
+# the consolidation lab runs its own clusters on tmpfs (quell.lab.postgres).
 SYSTEM_PACKAGES := gcc libc6-dev haproxy lighttpd nginx apache2 php8.2-fpm httperf wrk stress-ng iperf3 fio \
-	sysstat iproute2 procps psmisc util-linux prometheus clamav
+	sysstat iproute2 procps psmisc util-linux prometheus clamav \
+	postgresql postgresql-contrib php8.2-pgsql
 
 NATIVE := src/quell/instrument/c
 NATIVE_OUT := $(NATIVE)/build
@@ -27,6 +30,11 @@ system:
 	    --no-install-recommends $$missing; \
 	  case " $$missing " in *" prometheus "*) \
 	    systemctl disable --now prometheus >/dev/null 2>&1 || true;; esac; \
+	  case " $$missing " in *" postgresql "*) \
+	    systemctl disable --now postgresql >/dev/null 2>&1 || true; \
+	    pg_lsclusters -h 2>/dev/null | while read v n rest; do \
+	      pg_ctlcluster $$v $$n stop >/dev/null 2>&1 || true; \
+	      echo manual > /etc/postgresql/$$v/$$n/start.conf; done;; esac; \
 	fi
 
 python: $(STAMP)
