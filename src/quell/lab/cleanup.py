@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 from pathlib import Path
 
 from quell.lab.cgroups import list_groups, remove_group
@@ -106,10 +107,31 @@ def clean_tag(tag: str, layout: CgroupLayout, runtime_root: Path = RUNTIME_ROOT)
         delete_netns(n)
         removed.append(f"netns {n}")
     work = runtime_root / tag
+    for mount in mounts_under(work):
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True, check=False, timeout=30)
+        removed.append(f"mount {mount}")
     if work.exists():
         shutil.rmtree(work, ignore_errors=True)
         removed.append(f"files {work}")
     return removed
+
+
+def mounts_under(directory: Path, mounts_file: Path = Path("/proc/mounts")) -> list[Path]:
+    """Mount points at or under ``directory`` (the consolidation lab's tmpfs), deepest first."""
+    try:
+        text = mounts_file.read_text()
+    except OSError:
+        return []
+    prefix = str(directory).rstrip("/")
+    found = []
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) < 2:
+            continue
+        point = fields[1].replace("\\040", " ")
+        if point == prefix or point.startswith(prefix + "/"):
+            found.append(Path(point))
+    return sorted(found, key=lambda p: len(p.parts), reverse=True)
 
 
 def clean_leftovers(runtime_root: Path = RUNTIME_ROOT) -> list[str]:

@@ -24,7 +24,7 @@ from typing import TextIO
 from quell.lab.balancer import SERVER_HEADER
 from quell.lab.connection import Answer, BadAnswerError, ClosedBeforeAnswerError, Connection, Target
 from quell.lab.request_log import RECONNECT_KINDS, ConnKind, format_record
-from quell.workload.population import Population, RequestBudget
+from quell.workload.population import Population, RequestBudget, ThinkModulation
 
 _FILE_FIELDS = (
     "users",
@@ -40,12 +40,15 @@ _FILE_FIELDS = (
 
 def write_population(path: Path, pop: Population) -> None:
     """The users for the generator to run; the run's duration goes on its command line."""
-    data = {name: getattr(pop, name) for name in _FILE_FIELDS}
+    data: dict[str, object] = {name: getattr(pop, name) for name in _FILE_FIELDS}
+    if pop.think_modulation is not None:
+        data["think_modulation"] = pop.think_modulation.as_dict()
     path.write_text(json.dumps(data))
 
 
 def read_population(path: Path, duration_s: float) -> Population:
     data = json.loads(path.read_text())
+    modulation = data.get("think_modulation")
     return Population(
         users=int(data["users"]),
         think_time_s=float(data["think_time_s"]),
@@ -56,6 +59,7 @@ def read_population(path: Path, duration_s: float) -> Population:
         duration_s=duration_s,
         max_requests=int(data["max_requests"]),
         seed=int(data["seed"]),
+        think_modulation=ThinkModulation.from_dict(modulation) if modulation else None,
     )
 
 
@@ -162,10 +166,11 @@ async def run_users(
                         t0 - start_at, t1 - t0, a.status, a.body_bytes, a.server, ""
                     )
                 out.write(f"{line},{k},{ex.kind}\n")
-                if not budget.wakes_in_time(t1 + think_s - start_at):
+                wake_s = pop.think_end_s(t1 - start_at, think_s)
+                if not budget.wakes_in_time(wake_s):
                     break
-                if think_s > 0:
-                    await asyncio.sleep(think_s)
+                if wake_s > t1 - start_at:
+                    await asyncio.sleep(wake_s - (t1 - start_at))
         finally:
             if conn is not None:
                 conn.close()

@@ -9,6 +9,7 @@ draws."""
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,12 +18,79 @@ import numpy as np
 from numpy.typing import NDArray
 
 from quell.core.rng import component_rng
+from quell.workload.arrival import Mmpp2
 from quell.workload.spec import ClosedLoopSpec
 
 USER_STREAM = "workload/users/{}"
 """The name of user k's random stream (``quell.core.rng.component_rng``)."""
 DRAW_BLOCK = 64
 """Draws made at once per user; the sequence does not depend on it."""
+MODULATION_STREAM = "workload/think-modulation"
+"""The random stream of a ``ThinkModulation``'s sojourns."""
+
+
+@dataclass(frozen=True)
+class ThinkModulation:
+    """Users that think on a modulated clock: a think time Z, drawn as without modulation, ends
+    at the first t' with ∫ f(t) dt from the think's start to t' = Z, where f is piecewise
+    constant: ``factors[i]`` from ``starts_s[i]`` to the next start (the first factor also
+    before the first start, the last one for ever after). While f = a, thinking users send a
+    times as often as unmodulated ones.
+
+    ``mmpp2`` draws f as the state path of a two-state MMPP (``quell.workload.arrival.Mmpp2``)
+    fitted to an index of dispersion I and the users' request rate, its two rates divided by
+    their mean (so f averages 1 over time): the requests of the users that are thinking then
+    arrive as that MMPP2, bursts of ``peak_ratio`` × the base rate in a fraction
+    ``burst_fraction`` of the time. The closed loop damps the bursts (users stuck waiting for
+    answers do not send), so the index of dispersion the requests show is at most I."""
+
+    starts_s: tuple[float, ...]
+    factors: tuple[float, ...]
+
+    @classmethod
+    def mmpp2(
+        cls,
+        dispersion: float,
+        rate_rps: float,
+        duration_s: float,
+        seed: int,
+        peak_ratio: float = 10.0,
+        burst_fraction: float = 0.1,
+    ) -> ThinkModulation:
+        """The state path of ``Mmpp2.fit(rate_rps, dispersion, peak_ratio, burst_fraction)``
+        over ``duration_s``, from stream ``MODULATION_STREAM`` of ``seed``."""
+        mmpp = Mmpp2.fit(rate_rps, dispersion, peak_ratio, burst_fraction)
+        rng = component_rng(seed, MODULATION_STREAM)
+        mean = mmpp.mean_rate_rps
+        starts: list[float] = []
+        factors: list[float] = []
+        t = 0.0
+        high = bool(rng.random() < mmpp.burst_fraction)
+        while t < duration_s:
+            starts.append(t)
+            factors.append((mmpp.rate_high if high else mmpp.rate_low) / mean)
+            t += float(rng.exponential(1.0 / (mmpp.leave_high if high else mmpp.leave_low)))
+            high = not high
+        return cls(tuple(starts), tuple(factors))
+
+    def end_s(self, start_s: float, think_s: float) -> float:
+        """When a think of ``think_s`` (unmodulated seconds) that starts at ``start_s`` ends."""
+        i = max(0, bisect.bisect_right(self.starts_s, start_s) - 1)
+        t, left = start_s, think_s
+        while True:
+            f = self.factors[i]
+            seg_end = self.starts_s[i + 1] if i + 1 < len(self.starts_s) else math.inf
+            if f * (seg_end - t) >= left:
+                return t + left / f
+            left -= f * (seg_end - t)
+            t, i = seg_end, i + 1
+
+    def as_dict(self) -> dict[str, list[float]]:
+        return {"starts_s": list(self.starts_s), "factors": list(self.factors)}
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, list[float]]) -> ThinkModulation:
+        return cls(tuple(map(float, raw["starts_s"])), tuple(map(float, raw["factors"])))
 
 
 @dataclass(frozen=True)
@@ -41,6 +109,8 @@ class Population:
     duration_s: float
     max_requests: int
     seed: int
+    think_modulation: ThinkModulation | None = None
+    """Think on a modulated clock (bursts); None: plain exponential think times."""
 
     @classmethod
     def of(
@@ -64,6 +134,12 @@ class Population:
             max_requests=max_requests,
             seed=seed,
         )
+
+    def think_end_s(self, answered_s: float, think_s: float) -> float:
+        """When a user answered at ``answered_s`` (run time) wakes after drawing ``think_s``."""
+        if self.think_modulation is None:
+            return answered_s + think_s
+        return self.think_modulation.end_s(answered_s, think_s)
 
     def start_s(self, user: int) -> float:
         """When user ``user`` (0-based) sends its first request: evenly over the ramp, the
