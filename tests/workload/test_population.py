@@ -1,5 +1,5 @@
 """Closed-loop users without a network: each user's draws (seeded, exponential think times, the
-mix), the ramp, the bounds, and a scenario's population."""
+mix), the ramp, the bounds, a scenario's population, and thinking on an MMPP2-modulated clock."""
 
 from __future__ import annotations
 
@@ -10,10 +10,12 @@ from scipy import stats
 from quell.core.rng import component_rng
 from quell.scenario import parse_scenario
 from quell.scenario.schedule import build_population
+from quell.workload.arrival import Mmpp2, index_of_dispersion
 from quell.workload.population import (
     USER_STREAM,
     Population,
     RequestBudget,
+    ThinkModulation,
     response_time_law_rps,
 )
 from tests.sim.build import scenario_data
@@ -99,3 +101,31 @@ def test_a_scenario_with_closed_loop_users_has_a_population_and_others_none() ->
     assert (pop.users, pop.think_time_s, pop.ramp_s, pop.keepalive) == (40, 0.5, 4.0, False)
     assert pop.paths == tuple(r.path for r in s.workload.requests or [])
     assert (pop.duration_s, pop.max_requests, pop.seed) == (s.duration_s, 5000, s.seed)
+
+
+def test_think_modulation_stretches_time_by_its_factors() -> None:
+    m = ThinkModulation((0.0, 10.0, 12.0), (0.5, 4.0, 1.0))
+    assert m.end_s(0.0, 2.0) == pytest.approx(4.0)  # half speed
+    assert m.end_s(9.0, 2.0) == pytest.approx(10.0 + 1.5 / 4.0)  # 0.5 s, then 1.5 at 4x
+    assert m.end_s(11.0, 10.0) == pytest.approx(12.0 + 6.0)  # 4 in 1 s, then 6 at 1x
+    assert m.end_s(-1.0, 0.5) == pytest.approx(0.0)  # before the first start: first factor
+
+
+def test_mmpp2_modulation_averages_one_and_keeps_its_seed() -> None:
+    m = ThinkModulation.mmpp2(100.0, 40.0, 20_000.0, seed=1)
+    assert m == ThinkModulation.mmpp2(100.0, 40.0, 20_000.0, seed=1)
+    assert m != ThinkModulation.mmpp2(100.0, 40.0, 20_000.0, seed=2)
+    fit = Mmpp2.fit(40.0, 100.0)
+    assert set(m.factors) == {fit.rate_high / fit.mean_rate_rps, fit.rate_low / fit.mean_rate_rps}
+    starts = np.asarray(m.starts_s)
+    lengths = np.diff([*starts, 20_000.0])
+    mean = float(np.sum(lengths * np.asarray(m.factors)) / 20_000.0)
+    assert mean == pytest.approx(1.0, abs=0.05)  # ~2000 sojourns
+    # without users blocking, a think clock at rate 40/s modulated so is that MMPP2: its
+    # thinks-ending process has the index of dispersion asked for
+    rng = np.random.default_rng(0)
+    t, ends = 0.0, []
+    while t < 20_000.0:
+        t = m.end_s(t, float(rng.exponential(1 / 40.0)))
+        ends.append(t)
+    assert index_of_dispersion(np.asarray(ends), 200.0) == pytest.approx(100.0, rel=0.35)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from quell.lab.cgroups import list_groups, remove_group
 from quell.lab.network import delete_netns, list_netns, netns_pids
+from quell.lab.postgres import sysv_shmids
 from quell.lab.tag import ENV_VAR, PREFIX, RUNTIME_ROOT, tag_of
 from quell.signals.cgroup import CgroupLayout, detect_layout
 
@@ -96,6 +97,7 @@ def clean_tag(tag: str, layout: CgroupLayout, runtime_root: Path = RUNTIME_ROOT)
     for g in groups:
         pids |= set(g.pids())
     pids.discard(os.getpid())
+    shmids = sysv_shmids(runtime_root / tag / "pg")
     for pid in sorted(pids):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
@@ -106,6 +108,10 @@ def clean_tag(tag: str, layout: CgroupLayout, runtime_root: Path = RUNTIME_ROOT)
     for n in names:
         delete_netns(n)
         removed.append(f"netns {n}")
+    for shmid in shmids:  # a PostgreSQL cluster killed with kill -9 leaves its segment
+        done = subprocess.run(["ipcrm", "-m", str(shmid)], capture_output=True, check=False)
+        if done.returncode == 0:
+            removed.append(f"shm {shmid}")
     work = runtime_root / tag
     for mount in mounts_under(work):
         subprocess.run(["umount", "-l", str(mount)], capture_output=True, check=False, timeout=30)

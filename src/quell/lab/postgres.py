@@ -60,13 +60,17 @@ def cluster_conf(cluster: PgCluster, max_connections: int) -> str:
     """``bench.conf``, included by the cluster's ``postgresql.conf``: everything in shared
     buffers, one backend = one CPU-bound process (no JIT, no parallel workers), durability off
     (the data is generated and lives in memory), no autovacuum (the data is read-only once
-    loaded: nothing may use the shared core but the transactions), pg_stat_statements on."""
+    loaded: nothing may use the shared core but the transactions), pg_stat_statements on.
+    Dynamic shared memory in files of the data directory (``mmap``), so that a cluster killed
+    with kill -9 leaves nothing in ``/dev/shm``; its one System V segment is named in
+    ``postmaster.pid`` (``sysv_shmids``) for ``quell lab clean`` to remove."""
     return f"""# quell consolidation lab: cluster {cluster.name}
 listen_addresses = '127.0.0.1'
 port = {cluster.port}
 unix_socket_directories = '{cluster.socket_dir}'
 max_connections = {max_connections}
 shared_buffers = 512MB
+dynamic_shared_memory_type = mmap
 work_mem = 32MB
 maintenance_work_mem = 256MB
 effective_cache_size = 1GB
@@ -229,6 +233,19 @@ def load_data(cluster: PgCluster, comments_total: int, timeout_s: float = 600.0)
         f"load {cluster.name}",
         timeout_s=timeout_s,
     )
+
+
+def sysv_shmids(root: Path) -> list[int]:
+    """The System V shared memory segments of the clusters under ``root`` (line 7 of each
+    ``postmaster.pid``: key and id), for removal after a kill -9."""
+    ids = []
+    for pidfile in sorted(root.glob("*/postmaster.pid")):
+        try:
+            lines = pidfile.read_text().splitlines()
+            ids.append(int(lines[6].split()[1]))
+        except (OSError, IndexError, ValueError):
+            continue
+    return ids
 
 
 @dataclass(frozen=True)
