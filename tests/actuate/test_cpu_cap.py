@@ -81,3 +81,18 @@ def test_a_cap_set_reads_back_in_cpus(tmp_path: Path, tree: Callable[[Path], Cgr
     for cpus, period_us in ((0.5, 100_000), (1.25, 10_000), (None, 100_000)):
         set_cpu_cap(layout, "quell/antagonist", cpus, period_us)
         assert read_cpu_cap(layout, "quell/antagonist") == cpus
+
+
+def test_shares_on_v1_and_weight_on_v2(tmp_path: Path) -> None:
+    from quell.actuate.cgroup import set_cpu_shares
+
+    v1 = _v1(tmp_path / "a")
+    set_cpu_shares(v1, "quell/antagonist", 10240)
+    assert (tmp_path / "a" / "cpu" / "quell" / "antagonist" / "cpu.shares").read_text() == "10240\n"
+    v2 = _v2(tmp_path / "b")
+    set_cpu_shares(v2, "quell/antagonist", 10240)
+    assert (tmp_path / "b" / "quell" / "antagonist" / "cpu.weight").read_text() == "1000\n"
+    with pytest.raises(InputError):
+        set_cpu_shares(v1, "quell/antagonist", 1)
+    with pytest.raises(ComponentError):
+        set_cpu_shares(v1, "quell/none", 1024)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from quell.lab.consolidation import LB_PORTS, PERIOD_US, ConsolidationLab, _get
+from quell.lab.consolidation import DB_SHARES, LB_PORTS, PERIOD_US, ConsolidationLab, _get
 from quell.lab.postgres import reset_statements, statement_stats
 from quell.scenario.consolidation import ConsolidationMeasurement, ConsolidationPoint
 from quell.signals.cgroup import detect_layout, read_cpu_cap
@@ -58,6 +58,7 @@ def test_quotas_as_written(lab: ConsolidationLab) -> None:
             d = layout.cpu / lab.groups[system].name
             assert int((d / "cpu.cfs_quota_us").read_text()) == quota
             assert int((d / "cpu.cfs_period_us").read_text()) == PERIOD_US
+            assert int((d / "cpu.shares").read_text()) == DB_SHARES
             cap = read_cpu_cap(layout, lab.groups[system].name)
             assert cap == (None if quota == -1 else quota / PERIOD_US)
             cpuset = layout.cpuset

@@ -58,3 +58,24 @@ def set_cpu_cap(
     else:
         quota = "max" if quota_us is None else str(quota_us)
         _write(directory / "cpu.max", f"{quota} {period_us}\n")
+
+
+MIN_SHARES = 2
+MAX_SHARES = 262_144
+
+
+def set_cpu_shares(layout: CgroupLayout, group: str, shares: int) -> None:
+    """The group's CFS weight: v1 ``cpu.shares`` (2..262144, default 1024); on v2 the same
+    proportion of ``cpu.weight`` (1..10000, default 100)."""
+    if not MIN_SHARES <= shares <= MAX_SHARES:
+        raise InputError("set_cpu_shares", [Problem("shares", f"{shares} is not in 2..262144")])
+    if layout.cpu is None:
+        raise ComponentError("cgroup", f"layout under {layout.root} has no cpu controller")
+    directory = group_dir(layout.cpu, group)
+    if not directory.is_dir():
+        raise ComponentError("cgroup", f"group {directory} does not exist")
+    if layout.version == "v1":
+        _write(directory / "cpu.shares", f"{shares}\n")
+    else:
+        weight = min(10_000, max(1, round(shares * 100 / 1024)))
+        _write(directory / "cpu.weight", f"{weight}\n")

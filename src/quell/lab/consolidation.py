@@ -44,7 +44,7 @@ from types import FrameType, TracebackType
 
 import numpy as np
 
-from quell.actuate.cgroup import set_cpu_cap
+from quell.actuate.cgroup import set_cpu_cap, set_cpu_shares
 from quell.errors import ComponentError, PrerequisiteError
 from quell.lab.cgroups import Group, create_group, remove_group
 from quell.lab.cleanup import runner_record
@@ -91,6 +91,11 @@ FRONT_CPU = 0
 """The core of the front tiers and the load generators."""
 PERIOD_US = 100_000
 """The CFS period of both database groups (the seed's caps are a share of the core)."""
+DB_SHARES = 10 * 1024
+"""Both database groups' ``cpu.shares``: equal, as the seed's VMs (normal shares), and ten
+times a root-group task's, so that while the tiers want CPU 1 the machine's other processes
+(this lab shares its machine) get little of it; they still run whenever the tiers are idle or
+throttled."""
 PG_PORTS = {"const": 15433, "inc": 15434}
 WEB_PORTS = {"const": 18081, "inc": 18082}
 LB_PORTS = {"const": 18091, "inc": 18092}
@@ -100,7 +105,7 @@ TMPFS_SIZE = "3g"
 FULL_COMMENTS_TOTAL = 1_000_000
 IDLE_CPU1_PCT = 3.0
 """CPU 1 counts as idle below this (everything on it, over a second)."""
-IDLE_WAIT_S = 10.0
+IDLE_WAIT_S = 5.0
 BINARIES = ("setpriv", "psql", "nginx", "php-fpm8.2", "haproxy", "mount", "umount")
 
 Status = Callable[[str], None]
@@ -114,7 +119,8 @@ def _quiet(_: str) -> None:
 class _Front:
     """What runs on CPU 0 for the current settings."""
 
-    resources: str
+    resources: tuple[str, ...]
+    """Each system's software resources, in ``SYSTEMS`` order."""
     ctp: bool
     procs: list[Managed] = field(default_factory=list)
 
@@ -204,6 +210,7 @@ class ConsolidationLab:
         for system in SYSTEMS:
             self.groups[system] = create_group(layout, self.tag.name(f"pg-{system}"), [DB_CPU])
             set_cpu_cap(layout, self.groups[system].name, None, PERIOD_US)
+            set_cpu_shares(layout, self.groups[system].name, DB_SHARES)
         self.groups["front"] = create_group(layout, self.tag.name("front"), [FRONT_CPU])
         self.groups["client"] = create_group(layout, self.tag.name("client"), [FRONT_CPU])
         db_conns = max(r.db_max_connections for r in RESOURCES.values())
@@ -261,22 +268,28 @@ class ConsolidationLab:
             self.work / f"front-{system}", system, WEB_PORTS[system], c.socket_dir, c.port
         )
 
-    def ensure_front(self, resources: str, ctp: bool) -> None:
-        """The front tiers as ``resources`` and ``ctp`` want them (restarted if they differ)."""
-        if self.front is not None and (self.front.resources, self.front.ctp) == (resources, ctp):
+    def ensure_front(self, resources: str | dict[str, str], ctp: bool) -> None:
+        """The front tiers as ``resources`` (one name for both systems, or one per system) and
+        ``ctp`` want them (restarted if they differ)."""
+        per = (
+            tuple(resources[s] for s in SYSTEMS)
+            if isinstance(resources, dict)
+            else (resources,) * len(SYSTEMS)
+        )
+        if self.front is not None and (self.front.resources, self.front.ctp) == (per, ctp):
             self.check_alive()
             return
         if self.front is not None:
             for proc in reversed(self.front.procs):
                 self.supervisor.stop(proc)
             self.front = None
-        self.status(f"front tiers ({resources}, CTP {'on' if ctp else 'off'})")
-        res = RESOURCES[resources]
-        front = _Front(resources, ctp)
+        self.status(f"front tiers ({'/'.join(per)}, CTP {'on' if ctp else 'off'})")
+        front = _Front(per, ctp)
         self.front = front
         placement = Placement(cgroup_procs=self.groups["front"].procs_files)
         fronts = []
-        for system in SYSTEMS:
+        for system, name in zip(SYSTEMS, per, strict=True):
+            res = RESOURCES[name]
             paths = self.front_paths(system)
             write_front(paths, res)
             front.procs.append(
@@ -293,9 +306,9 @@ class ConsolidationLab:
         front.procs.append(self.supervisor.start("haproxy", haproxy_argv(cfg), placement))
         for port in (*WEB_PORTS.values(), *LB_PORTS.values()):
             _wait_listening(port, front.procs)
-        for system in SYSTEMS:  # every child connects to its database once
+        for system, name in zip(SYSTEMS, per, strict=True):  # warm every child's connection
             for cls in CLASSES:
-                for _ in range(res.php_children):
+                for _ in range(RESOURCES[name].php_children):
                     _get(LB_PORTS[system], f"/{cls}")
 
     def check_alive(self) -> None:
@@ -331,7 +344,7 @@ class ConsolidationLab:
         say = progress or self.status
         self._layout()  # refuses a lab that is not up
         run_dir.mkdir(parents=True, exist_ok=True)
-        self.ensure_front(point.resources, point.ctp)
+        self.ensure_front(point_resources(point), point.ctp)
         quotas = self.set_caps(point)
         say("waiting for CPU 1 to be idle")
         idle_pct = _wait_idle(DB_CPU)
@@ -639,6 +652,12 @@ def _statement_class(st: StatementStats) -> str | None:
     if "BETWEEN" in st.query:
         return "light"
     return None
+
+
+def point_resources(point: ConsolidationPoint) -> dict[str, str]:
+    """Each system's software resources: its own where the point names them per system (an
+    optional ``SystemLoad.resources``), else the point's."""
+    return {s: getattr(getattr(point, s), "resources", None) or point.resources for s in SYSTEMS}
 
 
 # -- small helpers at the edge ---------------------------------------------------------------
