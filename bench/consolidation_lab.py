@@ -31,18 +31,26 @@ SPOILED_CPU1_OTHER_PCT = 50.0
 
 
 def points(spec: dict[str, Any]) -> list[tuple[str, ConsolidationPoint]]:
+    """Every seed × cap × CTP × index of dispersion × Sys_Inc load (``ctp`` and
+    ``dispersion_index`` are optional lists; a name says only what differs from the base)."""
     base = dict(spec.get("base", {}))
     out = []
     for seed in spec["seeds"]:
         for cap in spec["caps"]:
-            for users in spec["inc_users"]:
-                raw = base | {
-                    "const": {**spec["const"], "cap_pct": cap},
-                    "inc": {"users": users, "cap_pct": cap},
-                    "seed": seed,
-                }
-                name = f"cap{cap:g}-inc{users}-seed{seed}"
-                out.append((name, ConsolidationPoint.model_validate(raw)))
+            for ctp in spec.get("ctp", [base.get("ctp", False)]):
+                for disp in spec.get("dispersion_index", [base.get("dispersion_index", 1.0)]):
+                    for users in spec["inc_users"]:
+                        raw = base | {
+                            "const": {**spec["const"], "cap_pct": cap},
+                            "inc": {"users": users, "cap_pct": cap},
+                            "seed": seed,
+                            "ctp": ctp,
+                            "dispersion_index": disp,
+                        }
+                        name = f"cap{cap:g}-inc{users}"
+                        name += "-ctp" if ctp else ""
+                        name += f"-I{disp:g}" if disp != 1 else ""
+                        out.append((f"{name}-seed{seed}", ConsolidationPoint.model_validate(raw)))
     return out
 
 
