@@ -1,9 +1,11 @@
-"""A lab sweep of the consolidation study, until ``quell study consolidation --env lab`` runs it:
-``python bench/consolidation_lab.py SCENARIO.yaml OUT_DIR``.
+"""A consolidation study's points measured in the lab on one lab for many points:
+``python bench/consolidation_lab.py SPEC.yaml RUNS_DIR``.
 
-The scenario names a base point (any ``ConsolidationPoint`` field), Sys_Const's load, Sys_Inc's
-user levels, the caps (both systems get the same cap) and the seeds. Points are measured in
-holds of the lab lock (``/tmp/quell-lab.lock``) of at most ``--hold-seconds``: each hold brings
+The spec is ``quell study consolidation``'s (``quell.studies.consolidation.spec``) and each point
+goes where that command puts it (``RUNS_DIR/lab/<key>/seed<k>/``), so the command reads them back
+afterwards and writes the study record and figures. The difference: ``quell study consolidation
+--env lab`` brings both systems up for every point (about a minute each with the full data);
+this brings them up once per hold. Points are measured in holds of the lab lock (``/tmp/quell-lab.lock``) of at most ``--hold-seconds``: each hold brings
 the lab up, measures the points that fit, tears it down and releases the lock. A point whose
 ``measurement.json`` exists is skipped (the sweep resumes). A point spoiled by the machine
 (steal above 5 %, or more than half of CPU 1 used by anything but the two database tiers) is
@@ -21,37 +23,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from quell.lab.consolidation import ConsolidationLab
 from quell.scenario.consolidation import ConsolidationPoint
+from quell.studies.consolidation.spec import load_study
 
 SPOILED_STEAL_PCT = 5.0
 SPOILED_CPU1_OTHER_PCT = 50.0
-
-
-def points(spec: dict[str, Any]) -> list[tuple[str, ConsolidationPoint]]:
-    """Every seed × cap × CTP × index of dispersion × Sys_Inc load (``ctp`` and
-    ``dispersion_index`` are optional lists; a name says only what differs from the base)."""
-    base = dict(spec.get("base", {}))
-    out = []
-    for seed in spec["seeds"]:
-        for cap in spec["caps"]:
-            for ctp in spec.get("ctp", [base.get("ctp", False)]):
-                for disp in spec.get("dispersion_index", [base.get("dispersion_index", 1.0)]):
-                    for users in spec["inc_users"]:
-                        raw = base | {
-                            "const": {**spec["const"], "cap_pct": cap},
-                            "inc": {"users": users, "cap_pct": cap},
-                            "seed": seed,
-                            "ctp": ctp,
-                            "dispersion_index": disp,
-                        }
-                        name = f"cap{cap:g}-inc{users}"
-                        name += "-ctp" if ctp else ""
-                        name += f"-I{disp:g}" if disp != 1 else ""
-                        out.append((f"{name}-seed{seed}", ConsolidationPoint.model_validate(raw)))
-    return out
 
 
 def spoiled(lab_json: dict[str, Any], steal_pct: float | None) -> bool:
@@ -78,13 +55,17 @@ def keep_only_results(run_dir: Path) -> None:
 
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("scenario", type=Path)
-    ap.add_argument("out", type=Path)
+    ap.add_argument("scenario", type=Path, help="a quell study consolidation spec")
+    ap.add_argument("out", type=Path, help="its runs directory")
     ap.add_argument("--hold-seconds", type=float, default=540.0)
     ap.add_argument("--comments", type=int, default=1_000_000)
     args = ap.parse_args(argv)
-    spec = yaml.safe_load(args.scenario.read_text())
-    todo = [(n, p) for n, p in points(spec) if not (args.out / n / "measurement.json").exists()]
+    study = load_study(args.scenario)
+    todo = [
+        (pp.key + f"/seed{pp.point.seed}", pp.point)
+        for pp in study.points("lab")
+        if not (pp.run_dir(args.out) / "measurement.json").exists()
+    ]
     print(f"{len(todo)} points to measure", flush=True)
     while todo:
         with open("/tmp/quell-lab.lock", "w") as lock:
@@ -98,7 +79,7 @@ def main(argv: list[str]) -> int:
                     left = args.hold_seconds - (time.monotonic() - held_at)
                     if left < 2 * point_seconds(p) + 15.0:  # room for one re-measurement
                         break
-                    run_dir = args.out / name
+                    run_dir = args.out / "lab" / name
                     for attempt in (1, 2):
                         m = lab.measure(p, run_dir)
                         extra = json.loads((run_dir / "lab.json").read_text())

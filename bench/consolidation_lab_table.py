@@ -26,7 +26,7 @@ def main(argv: list[str]) -> int:
     groups: dict[tuple[float, int, bool, float], list[tuple[ConsolidationMeasurement, dict]]] = (
         defaultdict(list)
     )
-    for f in sorted(runs.glob("*/measurement.json")):
+    for f in sorted(runs.rglob("measurement.json")):
         m = ConsolidationMeasurement.from_json(json.loads(f.read_text()))
         lab = json.loads((f.parent / "lab.json").read_text())
         key = (m.point.const.cap_pct, m.point.inc.users, m.point.ctp, m.point.dispersion_index)
