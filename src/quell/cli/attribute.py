@@ -433,6 +433,40 @@ def analyse_command(
     say(f"wrote {data / RESULTS_FILE}")
 
 
+@attribute_app.command("periodic")
+def periodic_command(
+    runs_dir: Annotated[Path, typer.Argument(help="Measured training and periodic runs.")],
+    data: Annotated[Path, typer.Option("--data", help="Where to write periodic.json.")],
+    inducing: Annotated[int, typer.Option("--inducing", min=1)] = 200,
+    iters: Annotated[int, typer.Option("--iters", min=1)] = 50,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+) -> None:
+    """Fig. 4: fit on the training runs in RUNS_DIR and attribute the service alone and beside
+    a periodic clamav scan (``measure --part periodic``); writes ``DATA/periodic.json``."""
+    import tempfile
+
+    from quell.cli.console import say
+    from quell.core.files import write_json
+    from quell.errors import InputError, Problem
+    from quell.report.attribution_results import PERIODIC_FILE
+    from quell.studies.attribution.analysis import analyse_periodic, export_run
+    from quell.studies.attribution.pipeline import FitSettings
+
+    measured = sorted(p.parent for p in runs_dir.glob("*/cell.json")) if runs_dir.is_dir() else []
+    if not measured:
+        raise InputError(str(runs_dir), [Problem("", "no measured run (*/cell.json) here")])
+    with tempfile.TemporaryDirectory() as tmp:
+        kept = Path(tmp)
+        for run in measured:
+            if (run / "logs").is_dir():
+                export_run(run, kept / run.name)
+        settings = FitSettings(inducing, iters, seed, 0.2, 10, True)
+        doc = analyse_periodic(kept, settings, say)
+    data.mkdir(parents=True, exist_ok=True)
+    write_json(data / PERIODIC_FILE, doc)
+    say(f"wrote {data / PERIODIC_FILE}")
+
+
 @attribute_app.command("results")
 def results_command(
     data: Annotated[Path, typer.Option("--data", help="Directory with results.json.")],

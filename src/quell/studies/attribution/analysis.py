@@ -22,6 +22,7 @@ from quell.studies.attribution.campaign import (
     HELD_OUT_KINDS,
     LOADS,
     p99_scatter_seconds,
+    periodic_cells,
     test_cells,
     train_cells,
 )
@@ -46,8 +47,9 @@ def export_run(src: Path, dst: Path) -> Path:
 
     dst.mkdir(parents=True, exist_ok=True)
     write_records(read_logs(src / "logs"), dst / "requests.csv.gz")
-    for name in ("psi.csv", "cell.json"):
-        shutil.copyfile(src / name, dst / name)
+    for name in ("psi.csv", "cell.json", "scans.csv"):
+        if name != "scans.csv" or (src / name).is_file():
+            shutil.copyfile(src / name, dst / name)
     return dst
 
 
@@ -57,7 +59,7 @@ def _run(data: Path, name: str) -> Run:
 
 def _cells(data: Path) -> dict[str, dict[str, Any]]:
     out = {}
-    for cell in (*train_cells(), *test_cells()):
+    for cell in (*train_cells(), *test_cells(), *periodic_cells()):
         path = data / cell.name / "cell.json"
         if path.is_file():
             out[cell.name] = load_json(path, "cell")
@@ -85,9 +87,8 @@ def _groups(
     return groups
 
 
-def analyse(data: Path, settings: FitSettings, progress: Progress | None = None) -> dict[str, Any]:
-    """Fit, score and attribute over the runs in ``data``; the document of the results page."""
-    note = progress or (lambda _: None)
+def _read(data: Path) -> tuple[dict[str, dict[str, Any]], dict[str, Run], list[str], list[str]]:
+    """The campaign's cells and runs in ``data``, the features every run has, the classes."""
     cells = _cells(data)
     runs = {name: _run(data, name) for name in cells}
     names = None
@@ -96,6 +97,15 @@ def analyse(data: Path, settings: FitSettings, progress: Progress | None = None)
         names = list(have) if names is None else [n for n in names if n in have]
     classes = sorted({c for r in runs.values() for c in r.records.request_class.tolist()})
     assert names is not None
+    return cells, runs, names, classes
+
+
+def analyse(data: Path, settings: FitSettings, progress: Progress | None = None) -> dict[str, Any]:
+    """Fit, score and attribute over the runs in ``data``; the document of the results page."""
+    note = progress or (lambda _: None)
+    cells, runs, names, classes = _read(data)
+    runs = {n: r for n, r in runs.items() if not n.startswith("periodic-")}
+    cells = {n: c for n, c in cells.items() if not n.startswith("periodic-")}
 
     def build(groups: list[tuple[str, list[str]]], include: bool) -> TrainingSet:
         return combine(
@@ -205,3 +215,70 @@ def analyse(data: Path, settings: FitSettings, progress: Progress | None = None)
         )
     doc["customer"] = customer
     return doc
+
+
+def _in_spans(start_ns: np.ndarray, spans: np.ndarray) -> np.ndarray:
+    """Which requests started while a scan ran (``spans``: rows of start, end)."""
+    inside = np.zeros(len(start_ns), dtype=bool)
+    for lo, hi in spans:
+        inside |= (start_ns >= lo) & (start_ns < hi)
+    return inside
+
+
+def analyse_periodic(
+    data: Path, settings: FitSettings, progress: Progress | None = None
+) -> dict[str, Any]:
+    """Fig. 4: the model fitted on the training runs in ``data`` attributes the service alone
+    and beside the periodic scan (schedule seed 3); the p90 of the provider part and of the
+    latency in each, and among the requests that started while a scan ran."""
+    note = progress or (lambda _: None)
+    cells, runs, names, classes = _read(data)
+    clean, scan = (c.name for c in periodic_cells())
+    missing = [n for n in (clean, scan) if n not in runs]
+    if missing or not any(n.startswith("train-") for n in runs):
+        from quell.errors import InputError, Problem
+
+        need = missing or ["train-*"]
+        raise InputError(str(data), [Problem("", f"no measured run {n}") for n in need])
+    groups = _groups(cells, "train", None)
+    train = combine(
+        [
+            training_set(runs[c], [runs[x] for x in con], "percentile", True, names, classes)
+            for c, con in groups
+        ]
+    )
+    note(f"fitting on {len(train.y)} requests")
+    model = fit_attribution(train, settings, str(data), note).model
+    spans = np.loadtxt(data / scan / "scans.csv", delimiter=",", skiprows=1, ndmin=2)
+    out: dict[str, Any] = {
+        "settings": vars(settings),
+        "scan_run": {k: cells[scan][k] for k in ("scan_mb", "scan_period_s", "served", "seconds")},
+        "scans": len(spans),
+        "scan_seconds_mean": float(np.mean(spans[:, 1] - spans[:, 0]) / 1e9)
+        if len(spans)
+        else None,
+    }
+    labels = percentile_labels(
+        runs[clean].records.wall_seconds,
+        runs[clean].records.request_class,
+        runs[scan].records.wall_seconds,
+        runs[scan].records.request_class,
+    )
+    for name in (clean, scan):
+        a = attribute(model, runs[name].records, runs[name].psi, source=name)
+        row: dict[str, Any] = {
+            "requests": len(a.wall_seconds),
+            "p90_seconds": float(np.percentile(a.wall_seconds, 90)),
+            "provider_p90_seconds": float(np.percentile(a.provider_seconds, 90)),
+        }
+        if name == scan:
+            inside = _in_spans(runs[name].records.columns["start_ns"], spans)
+            row["during_scans"] = int(inside.sum())
+            row["label_p90_seconds"] = float(np.percentile(labels, 90))
+            if inside.any():
+                row["p90_during_scans_seconds"] = float(np.percentile(a.wall_seconds[inside], 90))
+                row["provider_p90_during_scans_seconds"] = float(
+                    np.percentile(a.provider_seconds[inside], 90)
+                )
+        out[name.split("-")[1]] = row
+    return out

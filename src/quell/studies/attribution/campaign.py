@@ -5,7 +5,8 @@ Training (schedule seed 1): the service uncontended at 1, 2 and 3 worker process
 stress-ng ``cpu`` and ``matrix`` tenants (1 and 3 at one worker; 2 at two and three workers).
 Held out (schedule seed 2): the Fig. 3 grid (``cpu`` tenants 0, 1, 2, 4 × service workers 1, 2,
 3), stressor kinds never trained on (``cache``, ``switch``, 2 tenants at one worker), and the
-customer's own slowdown (every request twice as heavy, no tenant).
+customer's own slowdown (every request twice as heavy, no tenant). Fig. 4 (schedule seed 3):
+the service alone and beside a periodic clamav scan.
 """
 
 from __future__ import annotations
@@ -52,7 +53,37 @@ def test_cells(requests: int = REQUESTS) -> list[Cell]:
     return cells
 
 
-PARTS: Final[dict[str, Callable[[int], list[Cell]]]] = {"train": train_cells, "test": test_cells}
+PERIODIC_SEED: Final = 3
+PERIODIC_REQUESTS_FACTOR: Final = 4
+"""The Fig. 4 runs are four times as long as the others, so several scans fall in each."""
+SCAN_MB: Final = 128
+SCAN_PERIOD_S: Final = 10.0
+
+
+def periodic_cells(requests: int = REQUESTS) -> list[Cell]:
+    """Fig. 4 (schedule seed 3, one worker): the service alone, and beside a clamav scan of
+    128 MiB (about 2.3 s of one CPU here) started every 10 s in a cgroup of its own."""
+    n = requests * PERIODIC_REQUESTS_FACTOR
+    return [
+        Cell("periodic-clean-w1", PERIODIC_SEED, 1, "cpu", 0, requests=n),
+        Cell(
+            "periodic-scan-w1",
+            PERIODIC_SEED,
+            1,
+            "cpu",
+            0,
+            requests=n,
+            scan_mb=SCAN_MB,
+            scan_period_s=SCAN_PERIOD_S,
+        ),
+    ]
+
+
+PARTS: Final[dict[str, Callable[[int], list[Cell]]]] = {
+    "train": train_cells,
+    "test": test_cells,
+    "periodic": periodic_cells,
+}
 
 
 def p99_scatter_seconds(latency_s: np.ndarray, seed: int = 0, rounds: int = 400) -> float:

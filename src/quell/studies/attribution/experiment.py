@@ -16,6 +16,7 @@ import csv
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -28,8 +29,10 @@ from pathlib import Path
 from quell.attribute.features import PSI_KEYS
 from quell.core.files import write_json
 from quell.errors import ComponentError
+from quell.lab.antagonists import clamscan_argv, write_clamscan_data
 from quell.lab.cgroups import Group, create_group, remove_group
 from quell.lab.tag import ENV_VAR, RunTag
+from quell.scenario.model import ClamScan
 from quell.signals.cgroup import CgroupLayout, detect_layout
 from quell.signals.procfs import read_pressure
 
@@ -49,10 +52,57 @@ class Cell:
     antagonist_workers: int = 0
     cpu_scale: float = 1.0
     requests: int = 3000
+    scan_mb: int = 0
+    """With more than 0: a clamav scan of that many MiB (the lab's ``clamscan`` neighbour, in a
+    cgroup of its own on the service's CPU) starts every ``scan_period_s`` (Fig. 4)."""
+    scan_period_s: float = 10.0
 
     @property
     def clean(self) -> bool:
-        return self.antagonist_workers == 0
+        return self.antagonist_workers == 0 and self.scan_mb == 0
+
+
+class PeriodicScan:
+    """Starts the cell's clamscan at 0, P, 2P… (a scan still running delays the next) in a
+    thread of its own until stopped; keeps each scan's start and end on CLOCK_MONOTONIC."""
+
+    def __init__(self, argv: list[str], period_s: float, env: dict[str, str]) -> None:
+        self.argv = argv
+        self.period_s = period_s
+        self.env = env
+        self.spans: list[tuple[int, int]] = []
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        next_s = time.monotonic()
+        while not self._stop.is_set():
+            t0 = time.monotonic_ns()
+            self.proc = subprocess.Popen(
+                self.argv, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
+            while self.proc.poll() is None and not self._stop.is_set():
+                self._stop.wait(0.02)
+            self.spans.append((t0, time.monotonic_ns()))
+            next_s += self.period_s
+            self._stop.wait(max(0.0, next_s - time.monotonic()))
+
+    def __enter__(self) -> PeriodicScan:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        if self.proc is not None:
+            _stop([self.proc])
+
+    def write(self, path: Path) -> None:
+        with path.open("w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(["start_ns", "end_ns"])
+            w.writerows(self.spans)
 
 
 class PsiSampler:
@@ -172,7 +222,15 @@ def run_cell(
             }
         assert set(files) <= set(PSI_KEYS)
         workers = []
-        with PsiSampler(files) as sampler:
+        scans: contextlib.AbstractContextManager[object] = contextlib.nullcontext()
+        if cell.scan_mb > 0:
+            spec = ClamScan(kind="clamscan", id="scan", host="h", data_mb=cell.scan_mb)
+            write_clamscan_data(spec, run_dir / "clam", cell.seed)
+            scan_group = create_group(layout, tag.name(f"attr-scan-{cell.name}"), [cpu])
+            groups.append(scan_group)
+            argv = ["taskset", "-c", str(cpu), *clamscan_argv(run_dir / "clam", deadline_s)]
+            scans = PeriodicScan(_in_group(scan_group, argv), cell.scan_period_s, env)
+        with PsiSampler(files) as sampler, scans:
             for index in range(cell.workers):
                 argv = [
                     sys.executable, "-m", SERVICE_MODULE, "--seed", str(cell.seed),
@@ -198,10 +256,13 @@ def run_cell(
                     raise ComponentError("service", stderr.decode(errors="replace")[-500:])
                 served += int(stdout.decode().split()[-1])
         sampler.write(run_dir / "psi.csv")
+        if isinstance(scans, PeriodicScan):
+            scans.write(run_dir / "scans.csv")
     finally:
         _stop(procs)
         for group in groups:
             remove_group(group)
+        shutil.rmtree(run_dir / "clam", ignore_errors=True)
     write_json(
         run_dir / "cell.json",
         asdict(cell)
