@@ -153,7 +153,7 @@ def test_bad_input_is_refused(runs, tmp_path: Path) -> None:
 
 def test_the_campaign_commands_refuse_bad_input(tmp_path: Path) -> None:
     assert_refused(
-        run_quell("attribute", "measure", "--out", tmp_path, "--part", "both"), "train, test"
+        run_quell("attribute", "measure", "--out", tmp_path, "--part", "both"), "train, test, periodic"
     )
     assert_refused(
         run_quell("attribute", "analyse", tmp_path, "--data", tmp_path / "d"), "no measured run"
@@ -162,3 +162,11 @@ def test_the_campaign_commands_refuse_bad_input(tmp_path: Path) -> None:
         run_quell("attribute", "results", "--data", tmp_path, "--out", tmp_path / "p.md"),
         "results.json: missing",
     )
+    foreign = tmp_path / "foreign" / "other-run"
+    foreign.mkdir(parents=True)
+    (foreign / "cell.json").write_text("{}")
+    for command in ("analyse", "periodic"):
+        assert_refused(
+            run_quell("attribute", command, foreign.parent, "--data", tmp_path / "d2"),
+            "no run of the campaign's cells here",
+        )

@@ -427,6 +427,11 @@ def analyse_command(
         if (run / "logs").is_dir():
             export_run(run, kept / run.name)
             say(f"kept {run.name}")
+        elif (run / "requests.csv.gz").is_file() and run.resolve() != (kept / run.name).resolve():
+            import shutil
+
+            shutil.copytree(run, kept / run.name, dirs_exist_ok=True)  # kept already
+            say(f"kept {run.name}")
     settings = FitSettings(inducing, iters, seed, 0.2, exact_points, True)
     doc = analyse(kept, settings, say)
     write_json(data / RESULTS_FILE, doc)
@@ -443,6 +448,7 @@ def periodic_command(
 ) -> None:
     """Fig. 4: fit on the training runs in RUNS_DIR and attribute the service alone and beside
     a periodic clamav scan (``measure --part periodic``); writes ``DATA/periodic.json``."""
+    import shutil
     import tempfile
 
     from quell.cli.console import say
@@ -460,6 +466,8 @@ def periodic_command(
         for run in measured:
             if (run / "logs").is_dir():
                 export_run(run, kept / run.name)
+            elif (run / "requests.csv.gz").is_file():
+                shutil.copytree(run, kept / run.name)
         settings = FitSettings(inducing, iters, seed, 0.2, 10, True)
         doc = analyse_periodic(kept, settings, say)
     data.mkdir(parents=True, exist_ok=True)

@@ -96,7 +96,10 @@ def _read(data: Path) -> tuple[dict[str, dict[str, Any]], dict[str, Run], list[s
         have = available_features(run.records, run.psi)
         names = list(have) if names is None else [n for n in names if n in have]
     classes = sorted({c for r in runs.values() for c in r.records.request_class.tolist()})
-    assert names is not None
+    if names is None:
+        from quell.errors import InputError, Problem
+
+        raise InputError(str(data), [Problem("", "no run of the campaign's cells here")])
     return cells, runs, names, classes
 
 
