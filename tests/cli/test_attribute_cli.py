@@ -153,7 +153,8 @@ def test_bad_input_is_refused(runs, tmp_path: Path) -> None:
 
 def test_the_campaign_commands_refuse_bad_input(tmp_path: Path) -> None:
     assert_refused(
-        run_quell("attribute", "measure", "--out", tmp_path, "--part", "both"), "train, test, periodic"
+        run_quell("attribute", "measure", "--out", tmp_path, "--part", "both"),
+        "train, test, periodic",
     )
     assert_refused(
         run_quell("attribute", "analyse", tmp_path, "--data", tmp_path / "d"), "no measured run"
