@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from quell.experiment.lab import run_lab
@@ -37,16 +38,21 @@ workload:
 """
 
 
-def test_an_instrumented_lighttpd_records_every_request(tmp_path: Path) -> None:
-    path = tmp_path / "instrument-smoke.yaml"
-    path.write_text(SCENARIO)
+def run_and_read(tmp_path: Path, name: str, text: str) -> tuple[int, int, pd.DataFrame, Path]:
+    """Run the scenario ``text`` in the lab; instance web's answered requests, errors and
+    per-request records, and the run directory."""
+    path = tmp_path / name
+    path.write_text(text)
     summary = run_lab(load_scenario(path), path, tmp_path / "runs")
     run_dir = Path(summary["run_dir"])
     served = sum(p["instances"]["web"]["requests"] for p in summary["phases"])
     errors = sum(p["instances"]["web"]["errors"] for p in summary["phases"])
-    assert served >= 150 and errors == 0
+    return served, errors, read_records(run_dir / "instrument" / "web" / CSV_NAME), run_dir
 
-    df = read_records(run_dir / "instrument" / "web" / CSV_NAME)
+
+def test_an_instrumented_lighttpd_records_every_request(tmp_path: Path) -> None:
+    served, errors, df, run_dir = run_and_read(tmp_path, "instrument-smoke.yaml", SCENARIO)
+    assert served >= 150 and errors == 0
     requests = df[df["request_id"] >= 0]
     checks = df[df["request_id"] < 0]
     # one record per request (HAProxy's TCP health checks are the records without an id)
@@ -95,15 +101,8 @@ workload:
 
 
 def test_instrumented_php_fpm_workers_record_every_php_request(tmp_path: Path) -> None:
-    path = tmp_path / "instrument-php.yaml"
-    path.write_text(PHP_SCENARIO)
-    summary = run_lab(load_scenario(path), path, tmp_path / "runs")
-    run_dir = Path(summary["run_dir"])
-    served = sum(p["instances"]["web"]["requests"] for p in summary["phases"])
-    errors = sum(p["instances"]["web"]["errors"] for p in summary["phases"])
+    served, errors, df, run_dir = run_and_read(tmp_path, "instrument-php.yaml", PHP_SCENARIO)
     assert served >= 60 and errors == 0
-
-    df = read_records(run_dir / "instrument" / "web" / CSV_NAME)
     requests = df[df["request_id"] >= 0]
     # one record per request, each in one worker (php-fpm's pool of 3 processes); the records
     # without an id are the lab's warm-up requests before the run

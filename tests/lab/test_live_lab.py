@@ -38,19 +38,12 @@ from quell.live.prometheus import PrometheusClient
 from quell.scenario import parse_scenario
 from quell.signals.cgroup import detect_layout
 from tests.lab.leftovers import leftovers
+from tests.lab.test_contract_lab import APACHE
 
 pytestmark = pytest.mark.lab
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 NOT_REPEATABLE = "a live fleet runs real processes: no two runs time alike"
-APACHE = {
-    "mpm": "event",
-    "threads_per_child": 4,
-    "server_limit": 4,
-    "max_request_workers": 8,
-    "keepalive_timeout_s": 5,
-    "php_max_children": 2,
-}
 
 
 def scenario() -> dict[str, Any]:

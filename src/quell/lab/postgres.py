@@ -180,31 +180,32 @@ def stop_cluster(supervisor: Supervisor, proc: Managed) -> None:
     supervisor.stop(proc, timeout_s=STOP_TIMEOUT_S, sig=signal.SIGINT)
 
 
+def psql_argv(cluster: PgCluster, *args: str) -> list[str]:
+    """psql on the cluster's ``postgres`` database over its socket, stopping at the first
+    error, with ``args`` after."""
+    return [
+        "psql",
+        "-X",
+        "-q",
+        "-v",
+        "ON_ERROR_STOP=1",
+        "-h",
+        str(cluster.socket_dir),
+        "-p",
+        str(cluster.port),
+        "-U",
+        PG_USER,
+        "-d",
+        "postgres",
+        *args,
+    ]
+
+
 def psql(cluster: PgCluster, sql: str, timeout_s: float = 60.0) -> str:
     """Run ``sql`` on the cluster's ``postgres`` database; unaligned rows, ``|`` between
     fields."""
     return run_checked(
-        [
-            "psql",
-            "-X",
-            "-q",
-            "-A",
-            "-t",
-            "-v",
-            "ON_ERROR_STOP=1",
-            "-h",
-            str(cluster.socket_dir),
-            "-p",
-            str(cluster.port),
-            "-U",
-            PG_USER,
-            "-d",
-            "postgres",
-            "-c",
-            sql,
-        ],
-        f"psql {cluster.name}",
-        timeout_s=timeout_s,
+        psql_argv(cluster, "-A", "-t", "-c", sql), f"psql {cluster.name}", timeout_s=timeout_s
     )
 
 
@@ -212,27 +213,7 @@ def load_data(cluster: PgCluster, comments_total: int, timeout_s: float = 600.0)
     """Create and fill the tables (the backend runs in the cluster's cgroups)."""
     script = cluster.data_dir.parent / f"{cluster.name}-data.sql"
     script.write_text(data_sql(comments_total))
-    run_checked(
-        [
-            "psql",
-            "-X",
-            "-q",
-            "-v",
-            "ON_ERROR_STOP=1",
-            "-h",
-            str(cluster.socket_dir),
-            "-p",
-            str(cluster.port),
-            "-U",
-            PG_USER,
-            "-d",
-            "postgres",
-            "-f",
-            str(script),
-        ],
-        f"load {cluster.name}",
-        timeout_s=timeout_s,
-    )
+    run_checked(psql_argv(cluster, "-f", str(script)), f"load {cluster.name}", timeout_s=timeout_s)
 
 
 def sysv_shmids(root: Path) -> list[int]:

@@ -197,6 +197,9 @@ class LiveEnvironment:
         """Per instance id, the maxconn a ``SetMaxConn`` asked for."""
         self.online_workers: dict[str, int] = {}
         """Per instance id, MaxRequestWorkers set online (HAProxy's maxconn)."""
+        self.agent_settings: dict[str, dict[str, float]] = {}
+        """Per instance id, the server settings its agent's gauges showed at the last
+        observation."""
         self._last_obs = 0.0
         self._state: Literal["not started", "started", "closed"] = "not started"
 
@@ -405,7 +408,10 @@ class LiveEnvironment:
         """The server settings in force under ``SERVER_SETTING_KEYS``: what the agent read back
         after this controller's last reconfiguration, else its gauges; MaxRequestWorkers the
         online cap while there is one."""
-        known = self.server_settings.get(m.id) or {k: a[k] for k in SERVER_SETTING_KEYS if k in a}
+        gauges = {k: a[k] for k in SERVER_SETTING_KEYS if k in a}
+        if gauges:
+            self.agent_settings[m.id] = gauges
+        known = self.server_settings.get(m.id) or gauges
         shown = {SERVER_SETTING_KEYS[k]: float(v) for k, v in known.items()}
         if (online := self.online_workers.get(m.id)) is not None:
             shown[SERVER_SETTING_KEYS["max_request_workers"]] = float(online)
@@ -510,7 +516,7 @@ class LiveEnvironment:
             if "max_request_workers" in a.settings and m.id in self.online_workers:
                 self._set_maxconn(m, maxconn=self.maxconn.get(m.id), online=None)
             return
-        known = self.server_settings.get(m.id) or self._seen_settings(m)
+        known = self.server_settings.get(m.id) or self.agent_settings.get(m.id, {})
         ceiling = known.get("max_request_workers")
         if ceiling is None:
             raise ComponentError(
@@ -518,14 +524,6 @@ class LiveEnvironment:
             )
         workers = online_workers_after(a.settings, int(ceiling))
         self._set_maxconn(m, maxconn=self.maxconn.get(m.id), online=workers)
-
-    def _seen_settings(self, m: Member) -> dict[str, float]:
-        """The settings the agent's gauges show now (through Prometheus)."""
-        try:
-            agent = self._agent_metrics(self.cfg.interval_s).get(m.server, {})
-        except ComponentError:
-            return {}
-        return {k: agent[k] for k in SERVER_SETTING_KEYS if k in agent}
 
     def _add(self, a: AddInstance) -> None:
         if a.instance_id in self.members and self.members[a.instance_id].state != "free":
