@@ -42,3 +42,19 @@ def test_too_few_ratios_keep_the_models_as_built(tmp_path: Path) -> None:
     rs = scale(tmp_path)
     rs.update(np.array([20.0, 20.0]), np.array([0.1, 0.1]), [0.05, None])
     assert rs.factor_ == 1.0 and rs.q_ is None
+
+
+def test_only_the_instances_marked_give_ratios(tmp_path: Path) -> None:
+    rs = scale(tmp_path)
+    util = np.full(4, 20.0)
+    # ratios 0.6, 0.7, 0.8 from the instances reading no neighbour; the fourth (2.0, an
+    # interval a neighbour arrived in) is left out: q 0.7, sd 0.1, factor 1.10 as above.
+    use = np.array([True, True, True, False])
+    rs.update(util, np.full(4, 0.1), [0.06, 0.07, 0.08, 0.2], use)
+    assert rs.q_ == pytest.approx(0.7) and rs.s_ == pytest.approx(0.1)
+    assert rs.factor_ == 1.1
+    # with it: ratios 0.6, 0.7, 0.8, 2.0: q 1.025, sd 0.6344 → bound 2.29 → 0.437 → lo 0.5
+    every = scale(tmp_path)
+    every.update(util, np.full(4, 0.1), [0.06, 0.07, 0.08, 0.2])
+    assert every.q_ == pytest.approx(1.025)
+    assert every.factor_ == 0.5

@@ -585,3 +585,56 @@ def test_host_memory_forgets_an_old_neighbour_reading(tmp_path: Path) -> None:
     assert got["h2"] == pytest.approx(40 * math.exp(-2))
     assert got["h3"] == pytest.approx(10 * math.exp(-1))
     assert policy(tmp_path, 1)._avoid() == {}
+
+
+def test_a_new_instance_can_serve_at_once_with_a_clean_capacity(tmp_path: Path) -> None:
+    # new_instance_load: clean: n1, up and without a probe reading, is weighed as an
+    # interference-free instance (U_max 45 %, as i1): equal weights, nothing awaited, and
+    # 2 x 45 = 90 % carries U 50 %, so nothing more is asked for.
+    p = policy(tmp_path, 1, wait_intervals=0, new_instance_load="clean")
+    assert adds(p.decide(at(10, obs(10, "i1", 50.0, 50.0)))) == ["n1"]
+    n1 = replace(obs(40, "n1", 0.0, 0.0, probe=False), weight=0)  # added at weight 0
+    d = p.decide(at(40, obs(40, "i1", 50.0, 50.0), n1))
+    assert d.detail["awaiting_sf"] == [] and adds(d) == []
+    assert cols(d, "n1")["u_max_pct"] == pytest.approx(CAP0, abs=0.3)
+    assert cols(d, "n1")["sf_probe"] is None
+    assert d.detail["capacity_sum_pct"] == pytest.approx(2 * CAP0, abs=0.5)
+    w = {a.instance_id: a.weight for a in d.actions if isinstance(a, SetWeight)}
+    assert w == {"i1": 256, "n1": 256}  # equal capacities, equal weights
+    # without the option it waits at weight 0 for its SF
+    q = policy(tmp_path, 1, wait_intervals=0)
+    q.decide(at(10, obs(10, "i1", 50.0, 50.0)))
+    d = q.decide(at(40, obs(40, "i1", 50.0, 50.0), n1))
+    assert d.detail["awaiting_sf"] == ["n1"] and "n1" not in instance_rows(d.detail)
+    # once its probe reports a neighbour (U_total 70 % at its U 10 %: U_int 60 %) the capacity
+    # measured replaces the clean one: U_max 15 %, as above.
+    d = p.decide(at(50, obs(50, "i1", 40.0, 40.0), obs(50, "n1", 10.0, 70.0)))
+    assert cols(d, "n1")["u_max_pct"] == pytest.approx(sb.capacity(60.0, TARGET_S), abs=0.2)
+
+
+def rt_obs(t: float, iid: str, u: float, rt_s: float) -> Observation:
+    return replace(obs(t, iid, u, u), mean_rt_seconds=rt_s)
+
+
+def test_a_shortfall_the_response_times_show_scales_out_without_the_wait(
+    tmp_path: Path,
+) -> None:
+    # W = 2, W' = 0: U 50 % on two instances of U_max 45 % (100 > 90 %). With i1 measuring
+    # 30 ms > R_th 25 ms (1 of 2 = the share 0.5) the first short interval adds
+    # ceil(10 / 45) = 1; measured at 20 ms it waits (1/3), as it does without W'.
+    def first(share: float, rt_i1: float, **more: float | int) -> Decision:
+        p = policy(tmp_path, 2, wait_intervals=2, urgent_share=share, **more)
+        return p.decide(at(10, rt_obs(10, "i1", 50.0, rt_i1), rt_obs(10, "i2", 50.0, 0.02)))
+
+    d = first(0.5, 0.030, urgent_wait_intervals=0)
+    assert adds(d) == ["n1"] and d.detail["urgent"] is True
+    assert adds(first(0.5, 0.020, urgent_wait_intervals=0)) == []
+    # a share of 1.0 needs both over R_th; without W' the measured RT changes nothing
+    assert adds(first(1.0, 0.030, urgent_wait_intervals=0)) == []
+    d = first(0.5, 0.030)
+    assert adds(d) == [] and "waiting (1/3)" in d.reason and "urgent" not in d.detail
+    # W' = 1 with W = 2: a shortfall in 2 of the last 3 intervals acts (the second one)
+    p = policy(tmp_path, 2, wait_intervals=2, urgent_wait_intervals=1)
+    for t, want in ((10, []), (20, ["n1"])):
+        d = p.decide(at(t, rt_obs(t, "i1", 50.0, 0.03), rt_obs(t, "i2", 50.0, 0.03)))
+        assert adds(d) == want

@@ -72,6 +72,7 @@ class PrimaPolicy:
             SeverityEstimator(bundle.probe_table, params.sf_window, params.sf_estimator),
             UtilWindow(params.util_window) if params.util_window > 1 else None,
             ctx.initial_instances,
+            serve_new=params.new_instance_load == "clean",
         )
         self.account_ = CapacityAccount(
             self.capacity_,
@@ -84,7 +85,9 @@ class PrimaPolicy:
         self.calibration_ = Calibration(
             self.capacity_, self.account_, target_rt_s, params.calibration_delta, params.calibrate
         )
-        self.scale_out_ = ScaleOut(self.fleet_, self.account_, params.wait_intervals)
+        self.scale_out_ = ScaleOut(
+            self.fleet_, self.account_, params.wait_intervals, params.urgent_wait_intervals
+        )
         self.scale_in_ = ScaleIn(self.fleet_, self.account_, params)
         self.rt_scale_: RtScale | None = None
         if params.rt_scale == "fleet":
@@ -184,12 +187,14 @@ class PrimaPolicy:
             detail["onset"] = onsets
         if self.rt_scale_ is not None:
             detail |= self.rt_scale_.describe()
-            self.rt_scale_.update(util, rt_now.value, seen.rt_s)
+            cap = self.params.rt_scale_max_u_int_pct
+            use = None if cap is None else u_int.value <= cap
+            self.rt_scale_.update(util, rt_now.value, seen.rt_s, use)
         if ids:
             now = Interval(
                 ids, seen.total_util_pct, util, u_max.value, u_int.value, plan.state, detail
             )
-            decision = self._act(now, plan)
+            decision = self._act(now, plan, self._urgent(seen.rt_s))
         else:
             decision = Decision(
                 reason=f"waiting for {', '.join(plan.coming)} to report its SF", detail=detail
@@ -212,10 +217,21 @@ class PrimaPolicy:
         )
         return decision
 
-    def _act(self, now: Interval, plan: Plan) -> Decision:
-        """Weights ∝ capacity every interval; scale out after a lasting shortfall, or go on to
-        see whether fewer instances would do, and watch the instances that keep serving."""
-        self.scale_out_.observe(plan.shortfall)
+    def _urgent(self, rt_s: list[float | None]) -> bool:
+        """With ``urgent_wait_intervals``: whether the measured mean response time exceeds R_th
+        on at least ``urgent_share`` of the serving instances (and on one at least)."""
+        if self.params.urgent_wait_intervals is None or not rt_s:
+            return False
+        over = sum(1 for r in rt_s if r is not None and r > self.target_rt_s)
+        return over >= max(1, math.ceil(self.params.urgent_share * len(rt_s) - 1e-9))
+
+    def _act(self, now: Interval, plan: Plan, urgent: bool = False) -> Decision:
+        """Weights ∝ capacity every interval; scale out after a lasting shortfall (sooner when
+        the measured response times show it: ``urgent``), or go on to see whether fewer
+        instances would do, and watch the instances that keep serving."""
+        if urgent:
+            now.detail["urgent"] = True
+        self.scale_out_.observe(plan.shortfall, urgent)
         self.scale_in_.observe(now.ids, plan.shortfall)
         if plan.shortfall:
             decision, grew = self.scale_out_.decide(now, plan, self._avoid())

@@ -1,7 +1,8 @@
 """What PRIMA reads of a snapshot (steps 1 and 3 of docs/prima.md): each serving instance's U
 (the mean of its last ``util_window`` intervals), its SF from its probe (Eq. 1 over its last
 ``sf_window`` samples), its measured response time, and the total load U. A new instance
-serves at weight 0 until its probe has reported; an initial one counts as SF 0 until then."""
+serves at weight 0 until its probe has reported (with ``new_instance_load: clean`` it serves at
+once); an initial one counts as SF 0 until then."""
 
 from __future__ import annotations
 
@@ -48,12 +49,19 @@ class Inputs:
     (``util_window_``)."""
 
     def __init__(
-        self, severity: SeverityEstimator, util_window: UtilWindow | None, initial: Iterable[str]
+        self,
+        severity: SeverityEstimator,
+        util_window: UtilWindow | None,
+        initial: Iterable[str],
+        serve_new: bool = False,
     ) -> None:
         self.severity_ = severity
         self.util_window_ = util_window
         self.initial = frozenset(initial)
         """The instances the run starts with (SF 0 until their probe reports)."""
+        self.serve_new = serve_new
+        """Whether a new instance serves as SF 0 until its probe reports, as an initial one
+        does (``new_instance_load: clean``), rather than waiting at weight 0."""
 
     def read(self, snapshot: Snapshot, fleet: Fleet) -> Reading | str:
         """The reading of the fleet's active instances (``fleet`` updated with ``snapshot``), or
@@ -82,9 +90,10 @@ class Inputs:
             severity.forget(set(obs))
         sf_est = severity.get(active)
         unknown = np.isnan(sf_est)
-        awaiting_mask = unknown.copy()
-        for k in np.flatnonzero(unknown).tolist():
-            awaiting_mask[k] = active[k] not in self.initial
+        awaiting_mask = np.zeros_like(unknown) if self.serve_new else unknown.copy()
+        if not self.serve_new:
+            for k in np.flatnonzero(unknown).tolist():
+                awaiting_mask[k] = active[k] not in self.initial
         serve = np.flatnonzero(~awaiting_mask)
         return Reading(
             ids=_pick(active, serve),

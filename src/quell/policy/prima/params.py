@@ -91,3 +91,21 @@ class PrimaParams(BaseModel):
     there; with this, by that U_int × exp(−age / this), age the time since it was read: a
     neighbour whose on periods last this long on average is, after that age, still there with
     probability exp(−age / this). ``None``: the U_int as read, however old (as before)."""
+    new_instance_load: Literal["probe", "clean"] = "probe"
+    """When a new instance is up and its probe has not reported: ``probe``, it serves at weight
+    0 until its first SF (counted meanwhile as capacity on its way); ``clean``, it serves at
+    once with the capacity of an interference-free instance (SF 0, as an initial instance
+    before its probe), so a scale-out carries load as soon as the instance is up."""
+    urgent_wait_intervals: Annotated[int, Field(ge=0, le=100)] | None = None
+    """W for an interval short of capacity in which the measured mean response time exceeds
+    R_th on at least ``urgent_share`` of the serving instances (the shortfall is felt, not
+    only predicted): scale out once it shows in W' + 1 of the last 2W' + 1 intervals instead
+    (a W' above ``wait_intervals`` counts as ``wait_intervals``). ``None``: always
+    ``wait_intervals``."""
+    urgent_share: Annotated[float, Field(gt=0, le=1)] = 0.5
+    """The share of serving instances (at least one) whose measured mean RT must exceed R_th
+    for ``urgent_wait_intervals`` to apply."""
+    rt_scale_max_u_int_pct: Annotated[float, Field(ge=0, le=100)] | None = None
+    """With ``rt_scale: fleet``: only instances whose U_int is at most this give ratios (the
+    arrival process, not a neighbour's onset mixed into an interval, is what the factor
+    corrects). ``None``: every instance at or above ``rt_scale_min_util_pct``."""

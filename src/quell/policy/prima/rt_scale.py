@@ -65,12 +65,19 @@ class RtScale:
         self.models_: dict[float, CapacityModel] = {1.0: base}
 
     def update(
-        self, util_pct: FloatArray, predicted_s: FloatArray, measured_s: list[float | None]
+        self,
+        util_pct: FloatArray,
+        predicted_s: FloatArray,
+        measured_s: list[float | None],
+        use: NDArray[np.bool_] | None = None,
     ) -> None:
-        """Add this interval's ratios and set the factor for the next."""
+        """Add this interval's ratios and set the factor for the next (``use``: only the
+        instances where it is true give one, e.g. those reading no neighbour)."""
         m = np.array([np.nan if r is None else r for r in measured_s], dtype=float)
         ok = np.isfinite(m) & np.isfinite(predicted_s) & (predicted_s > 0)
         ok &= util_pct >= self.min_util_pct
+        if use is not None:
+            ok &= use
         self.ratios_.append(m[ok] / predicted_s[ok])
         pooled = np.concatenate(list(self.ratios_)) if self.ratios_ else np.empty(0)
         if pooled.size < self.min_samples:
