@@ -25,7 +25,7 @@ from quell.lab.environment import LabEnvironment
 from quell.lab.preflight import preflight
 from quell.report.summary import summarize
 from quell.scenario.model import Scenario
-from quell.scenario.policy import build_policy
+from quell.scenario.policy import build_policy, with_policy_balancer
 from quell.signals.cgroup import detect_layout
 
 log = logging.getLogger(__name__)
@@ -64,6 +64,7 @@ def run_lab(
 ) -> dict[str, Any]:
     """Check, bring up, run and tear down. ``progress`` opens the progress display; it is
     opened only once the pre-start checks have passed, so a refusal shows no bar."""
+    scenario = with_policy_balancer(scenario)
     preflight(scenario, scenario_path.parent, str(scenario_path))
     policy = build_policy(scenario.policy, scenario, scenario_path.parent)
     raise_fd_limit()

@@ -15,7 +15,7 @@ from quell.experiment.run import (
     run_scenario,
 )
 from quell.scenario.model import Scenario
-from quell.scenario.policy import build_policy
+from quell.scenario.policy import build_policy, with_policy_balancer
 
 
 def run_sim(
@@ -29,6 +29,7 @@ def run_sim(
     ``run_dir`` names the run directory."""
     from quell.sim.environment import SimEnvironment
 
+    scenario = with_policy_balancer(scenario)
     base = scenario_path.parent
     policy = build_policy(scenario.policy, scenario, base)
     env = SimEnvironment(scenario, base_dir=base)

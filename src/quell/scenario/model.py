@@ -211,6 +211,12 @@ class PolicySpec(StrictModel):
     label: Identifier | None = None
     """What a comparison calls this run (default: the policy's name), so ``compare`` can list
     one policy twice with different parameters."""
+    balancer: Literal["roundrobin", "leastconn"] | None = None
+    """The balancer algorithm this policy's run uses, in a comparison and alone (weights apply
+    in both: HAProxy's ``leastconn`` sends a request to the server with the fewest open
+    connections per unit of weight). Default: the one the policy relies on
+    (``quell.policy.BALANCER_OF``: ``lc`` and ``target`` run behind ``leastconn``), else
+    ``load_balancer.algorithm``."""
 
     @field_validator("name")
     @classmethod

@@ -53,7 +53,17 @@ def scenario_for_policy(scenario: Scenario, spec: PolicySpec) -> Scenario:
     """The scenario one policy of a comparison runs: ``spec`` as its only policy, and the
     balancer algorithm the policy relies on (``lc``: least connections)."""
     update: dict[str, Any] = {"policy": spec, "compare": []}
-    algorithm = BALANCER_OF.get(spec.name)
+    algorithm = spec.balancer or BALANCER_OF.get(spec.name)
     if algorithm is not None:
         update["load_balancer"] = scenario.load_balancer.model_copy(update={"algorithm": algorithm})
     return scenario.model_copy(update=update)
+
+
+def with_policy_balancer(scenario: Scenario) -> Scenario:
+    """``scenario`` with the balancer algorithm its policy asks for (``policy.balancer``), so a
+    single run uses the same balancer as that policy's run in a comparison."""
+    algorithm = scenario.policy.balancer
+    if algorithm is None or algorithm == scenario.load_balancer.algorithm:
+        return scenario
+    lb = scenario.load_balancer.model_copy(update={"algorithm": algorithm})
+    return scenario.model_copy(update={"load_balancer": lb})
