@@ -333,3 +333,33 @@ def test_a_cell_log_with_lines_that_are_no_cells_is_named(tmp_path: Path) -> Non
     assert "mean_rt_s: Input should be a valid number" in str(info.value.problems[0])
     assert "Invalid JSON: EOF while parsing" in str(info.value.problems[1])
     assert again.calls == 0
+
+
+def test_clean_cells_can_enter_the_models_at_sf_zero(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every cell's probe reads SF 0.03 above i / 100 (i its neighbour's Mbit/s; 0.03 the
+    # isolation table's noise, say). With clean_cells_sf: zero the cells without a neighbour
+    # (one per utilisation level) enter the RTM and the IM at SF 0, with their measured U,
+    # U_total and RT; the others keep 0.03 + i / 100.
+    spec, base = load_profile_spec(SPEC)
+    spec = spec.model_copy(update={"repetitions": 1})
+    monkeypatch.setattr(
+        Profiler, "cell_sf", staticmethod(lambda table, r: 0.03 + r.interference_mbit / 100)
+    )
+    runner = ClosedFormRunner(tmp_path / "runs")
+    measured = Profiler(spec, base, tmp_path / "p", runner).run().data
+    zero_spec = spec.model_copy(update={"clean_cells_sf": "zero"})
+    zero = Profiler(zero_spec, base, tmp_path / "p", runner).run().data  # the same cells
+    assert len(zero.rtm_points) == len(measured.rtm_points) == grid_cells(spec)
+    assert min(p[1] for p in measured.rtm_points) == pytest.approx(0.03)
+    clean = [p for p in zero.rtm_points if p[1] == 0.0]
+    assert len(clean) == len(spec.util_levels_pct)
+    was = {round(p[0], 6): p for p in measured.rtm_points if p[1] == pytest.approx(0.03)}
+    assert sorted(was) == sorted(round(p[0], 6) for p in clean)
+    for u, _, rt in clean:
+        assert was[round(u, 6)][2] == rt  # the same cell, only its SF changed
+    assert sorted(p[1] for p in zero.rtm_points if p[1] > 0) == sorted(
+        p[1] for p in measured.rtm_points if p[1] > 0.031
+    )
+    assert sum(p[1] == 0.0 for p in zero.im_points) == len(spec.util_levels_pct)

@@ -99,6 +99,12 @@ class ProfileSpec(StrictModel):
     max_attempts: Annotated[int, Field(ge=1, le=10)] = 3
     """Runs of one cell at most, refused ones included."""
     environment: Literal["lab", "sim"] = "lab"
+    clean_cells_sf: Literal["measured", "zero"] = "measured"
+    """The SF the cells without a neighbour (interference 0) enter the RTM and IM with:
+    ``measured``, Eq. 1 on their probe as every cell; ``zero``, 0 (no neighbour: what their
+    probe reads against R_iso is the isolation table's own noise, and a clean cell read a few
+    hundredths above 0 leaves the RTM's SF = 0 edge between the clean cells on either side of
+    it, which overstates the response time of an instance without a neighbour there)."""
 
 
 @dataclass(frozen=True)
@@ -382,11 +388,13 @@ class Profiler:
             cells.setdefault((u, i), []).append(self._cell("model", u, i, rep))
         rtm: list[tuple[float, float, float]] = []
         im: list[tuple[float, float, float, float]] = []
-        for (u, _), reps in cells.items():
+        for (u, i), reps in cells.items():
             r = pool(reps)
             sf = self.cell_sf(table, r)
             if sf is None or not np.isfinite(r.mean_rt_s):
                 continue
+            if i == 0 and self.spec.clean_cells_sf == "zero":
+                sf = 0.0
             rtm.append((r.util_pct, sf, r.mean_rt_s))
             im.append((r.total_util_pct, sf, r.util_pct, u))
         probe = self.base.probe
