@@ -51,19 +51,36 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def test_fit_writes_a_model_and_scores_it_beside_the_baselines(runs) -> None:
     doc = json.loads(runs["fit"].read_text())
     scores = {s["model"]: s for s in doc["scores"]}
-    assert set(scores) == {"sparse_gp", "runq_wait", "linear", "boosting", "exact_gp"}
+    assert set(scores) == {
+        "sparse_gp",
+        "sparse_gp_uncalibrated",
+        "runq_wait",
+        "linear",
+        "boosting",
+        "exact_gp",
+    }
     assert doc["n_train"] + doc["n_test"] == 3 * N  # the uncontended run's too, at excess 0
-    gp = scores["sparse_gp"]
+    gp, raw = scores["sparse_gp"], scores["sparse_gp_uncalibrated"]
     assert gp["r2"] > 0.95
-    assert 0.93 <= gp["coverage"] <= 0.97
+    # As fitted, the GP's noise is the runs' own: on more requests of them it covers 93-97 %.
+    assert 0.93 <= raw["coverage"] <= 0.97
     assert gp["mae_seconds"] < 0.7 * scores["runq_wait"]["mae_seconds"]
-    assert doc["acceptance"] == {"r2": True, "coverage": True, "mae_vs_runq": True}
+    assert doc["acceptance"]["r2"] and doc["acceptance"]["mae_vs_runq"]
+    # Calibrated by leaving each of the two contended runs out: each fold extrapolates from one
+    # load to the other, so the interval widens for runs unseen, more than on seen ones needs.
+    cal = doc["calibration"]
+    assert [g["group"] for g in cal["groups"]] == [str(runs["w1"]), str(runs["w3"])]
+    assert set(cal["class_scales"]) == {"/php", "/static"} and cal["scale"] > 1
+    assert gp["coverage"] >= raw["coverage"]
+    assert gp["mean_interval_width_seconds"] > raw["mean_interval_width_seconds"]
     # Another schedule seed and two workers, a load it was not trained on.
     held = doc["held_out"]["held-out runs"]
     other = {s["model"]: s for s in held["scores"]}
     assert other["sparse_gp"]["n"] == N
     assert other["sparse_gp"]["r2"] > 0.9
     assert other["sparse_gp"]["mae_seconds"] < 0.7 * other["runq_wait"]["mae_seconds"]
+    # the uncalibrated interval falls short on the run it did not see; calibrated, it does not
+    assert other["sparse_gp_uncalibrated"]["coverage"] < 0.93 <= other["sparse_gp"]["coverage"]
     assert held["acceptance"]["r2"] and held["acceptance"]["mae_vs_runq"]
     assert [a["run"] for a in doc["label_agreement"]] == [str(runs["w1"]), str(runs["w3"])]
     model = load_attribution_model(runs["model"])

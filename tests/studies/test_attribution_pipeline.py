@@ -71,3 +71,50 @@ def test_an_empty_run_directory_and_a_damaged_log_are_refused(tmp_path: Path) ->
     log.write_bytes(b"QTLOG\x00\x00\x02" + bytes(56))
     with pytest.raises(InputError, match=r"quell-1-1-0\.qtlog"):
         read_records(tmp_path)
+
+
+def test_the_interval_is_calibrated_on_training_rows_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """fit_attribution calibrates on the training rows of the contended runs it is told are one
+    group (here by kind), never on its held-out share or on held-out runs; the bundle keeps the
+    scale and the class scales, and the held-out scores carry the uncalibrated GP beside."""
+    from quell.studies.attribution import pipeline
+
+    clean = _run(1, 0, 0)
+    contended = [_run(1, w, r) for w, r in ((1, 1), (2, 2), (3, 3), (2, 4))]
+    data = pipeline.combine([training_set(clean, contended)])
+    test_set = training_set(_run(2, 0, 9), [_run(2, 2, 9)], include_uncontended=False)
+    seen: list[tuple[np.ndarray, np.ndarray, list[str]]] = []
+    real = pipeline.calibrate_by_group
+
+    def spy(make, x, y, groups, names, **kw):  # type: ignore[no-untyped-def]
+        seen.append((x, groups, list(names)))
+        return real(make, x, y, groups, names, **kw)
+
+    monkeypatch.setattr(pipeline, "calibrate_by_group", spy)
+    kinds = {r.name: ("a" if i < 2 else "b") for i, r in enumerate(contended)}
+    settings = pipeline.FitSettings(n_inducing=15, max_iters=15, exact_points=50, baselines=False)
+    result = pipeline.fit_attribution(
+        data, settings, held_out=[("other", test_set)], calibration_groups=kinds
+    )
+    ((x, groups, names),) = seen
+    train, _ = split(len(data.y), settings.holdout, settings.seed)
+    np.testing.assert_array_equal(x, data.features.x[train])
+    assert names == ["a", "b"]
+    assert set(groups.tolist()) == {"a", "b", clean.name}  # the clean run: in every fold
+    cal = result.model.data.calibration
+    assert cal is not None and cal.method == "leave-one-group-out"
+    assert result.calibration is not None and cal.scale == result.calibration.scale
+    assert set(cal.class_scales) == {"/php", "/static"}
+    assert [g.group for g in cal.groups] == ["a", "b"]
+    scored = [s.model for s in result.held_out["other"]]
+    assert scored == ["sparse_gp", "sparse_gp_uncalibrated"]
+    by = {s.model: s for s in result.held_out["other"]}
+    assert (
+        by["sparse_gp"].mean_interval_width_seconds
+        != by["sparse_gp_uncalibrated"].mean_interval_width_seconds
+    )
+    # the bundle's GP predicts the calibrated interval that was scored
+    std = result.model.gp.predict(test_set.features.x).std_seconds
+    assert std is not None
+    width = float(np.mean(2 * 1.959963984540054 * std))
+    assert width == pytest.approx(by["sparse_gp"].mean_interval_width_seconds, rel=1e-9)

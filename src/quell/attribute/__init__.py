@@ -10,6 +10,8 @@
 * ``models``: the sparse Gaussian process (GPy to fit, numpy to predict), an exact
   scikit-learn GP on a subsample as its reference, and the baselines (the run-queue wait,
   linear regression, gradient boosting); metrics (R², MAE, interval coverage);
+* ``calibration``: the interval made honest for runs the model did not see (split-conformal,
+  training runs left out by group, a scale per request class);
 * ``bundle``: the versioned JSON model bundle;
 * ``export``: provider-attributed latency as a Prometheus histogram and as OpenTelemetry span
   attributes.

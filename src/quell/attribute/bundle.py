@@ -5,6 +5,10 @@ it was trained on. No pickle: loading needs neither GPy nor trust in the file be
 
 ``load_attribution_model`` refuses, naming every problem: a missing, unreadable, corrupt or
 foreign file, another version, unknown features, and arrays whose shapes do not fit together.
+
+Version 2 adds the interval's calibration (``quell.attribute.calibration``: the scale on the
+GP's predictive standard deviation found by leaving training runs out, and how). A version 1
+file is read with its old meaning: the GP's interval as fitted, uncalibrated (scale 1).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Annotated, Final, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from quell.attribute.calibration import METHOD, IntervalCalibration
 from quell.attribute.features import (
     BASE_FEATURES,
     CLASS_PREFIX,
@@ -23,14 +28,14 @@ from quell.attribute.features import (
     PSI_KEYS,
     psi_feature,
 )
-from quell.attribute.models import SparseGP, SparsePosterior, Standardiser
+from quell.attribute.models import LEVEL, SparseGP, SparsePosterior, Standardiser
 from quell.core.files import write_json
 from quell.core.schema import load_versioned
 from quell.errors import InputError, Problem
 
 FORMAT: Final = "quell.attribute.model"
-VERSION: Final = 1
-READABLE: Final = (1,)
+VERSION: Final = 2
+READABLE: Final = (1, 2)
 KNOWN_FEATURES: Final = frozenset(BASE_FEATURES + EBPF_FEATURES + tuple(map(psi_feature, PSI_KEYS)))
 
 Finite = Annotated[float, Field(allow_inf_nan=False)]
@@ -69,15 +74,37 @@ class PosteriorData(_JsonModel):
     """The linear mean's coefficients over the standardised features; empty: a zero mean."""
 
 
+class GroupData(_JsonModel):
+    group: str
+    n: Annotated[int, Field(ge=1)]
+    coverage: Annotated[float, Field(ge=0, le=1)]
+    """The uncalibrated interval's coverage of the left-out group."""
+    quantile: Annotated[float, Field(ge=0, allow_inf_nan=False)]
+    """The ``level`` quantile of the group's normalised residuals |y − μ| / σ."""
+
+
+class CalibrationData(_JsonModel):
+    method: Literal["leave-one-group-out", "none"]
+    """``none``: too few contended training runs to leave one out; the interval as fitted."""
+    level: Annotated[float, Field(gt=0, lt=1)] = LEVEL
+    scale: Positive
+    """What multiplies the GP's predictive standard deviation (pooled over the classes)."""
+    class_scales: dict[str, Positive] = {}
+    """Per request class, its own scale instead (a class not named here takes ``scale``)."""
+    groups: list[GroupData] = []
+
+
 class ModelData(_JsonModel):
     format: Literal["quell.attribute.model"]
-    version: Literal[1]
+    version: Literal[1, 2]
     meta: ModelMeta
     features: list[str]
     """Non-class features, in the order of the model's first columns."""
     classes: Annotated[list[str], Field(min_length=1)]
     """Request classes; with more than one, a one-hot column each after the features."""
     posterior: PosteriorData
+    calibration: CalibrationData | None = None
+    """Version 2: the interval's calibration (required); version 1 has none (scale 1)."""
 
 
 @dataclass
@@ -98,10 +125,29 @@ def _columns(features: list[str], classes: list[str]) -> int:
 
 
 def build_model_bundle(
-    gp: SparseGP, features: tuple[str, ...], classes: tuple[str, ...], meta: ModelMeta
+    gp: SparseGP,
+    features: tuple[str, ...],
+    classes: tuple[str, ...],
+    meta: ModelMeta,
+    calibration: IntervalCalibration | None = None,
 ) -> AttributionModel:
-    """The bundle of a fitted ``gp`` over ``features`` and ``classes``."""
+    """The bundle of a fitted ``gp`` over ``features`` and ``classes``; with ``calibration``,
+    its interval scaled by it (``gp`` itself as fitted, scale 1), else marked uncalibrated."""
     p = gp.posterior_
+    if p.interval_scale != 1.0 or p.class_interval_scale is not None:
+        message = "give the GP as fitted (interval scale 1) and its calibration apart"
+        raise InputError("attribution model", [Problem("interval_scale", message)])
+    cal = (
+        CalibrationData(method="none", scale=1.0)
+        if calibration is None
+        else CalibrationData(
+            method="leave-one-group-out" if calibration.method == METHOD else "none",
+            level=calibration.level,
+            scale=calibration.scale,
+            class_scales=calibration.strata if len(classes) > 1 else {},
+            groups=[GroupData(**vars(g)) for g in calibration.groups],
+        )
+    )
     data = ModelData(
         format=FORMAT,
         version=VERSION,
@@ -121,6 +167,7 @@ def build_model_bundle(
             woodbury_inv=p.woodbury_inv.tolist(),
             linear=[] if p.linear is None else p.linear.tolist(),
         ),
+        calibration=cal,
     )
     return _model(data, "attribution model")
 
@@ -146,6 +193,16 @@ def _model(data: ModelData, source: str) -> AttributionModel:
         problems.append(Problem("posterior.linear", f"{len(p.linear)} values for {d} columns"))
     if len(p.woodbury_inv) != m or any(len(row) != m for row in p.woodbury_inv):
         problems.append(Problem("posterior.woodbury_inv", f"not {m} × {m}"))
+    if data.version >= 2 and data.calibration is None:
+        problems.append(Problem("calibration", "missing (required from version 2)"))
+    if data.version == 1 and data.calibration is not None:
+        problems.append(Problem("calibration", "not part of version 1"))
+    cal = data.calibration
+    if cal is not None and cal.class_scales:
+        unknown = sorted(set(cal.class_scales) - set(data.classes))
+        if unknown or len(data.classes) < 2:
+            message = f"classes the model has not: {', '.join(unknown) or 'one class only'}"
+            problems.append(Problem("calibration.class_scales", message))
     if problems:
         raise InputError(source, problems)
     gp = SparseGP(data.meta.n_inducing, data.meta.max_iters, data.meta.seed)
@@ -160,6 +217,10 @@ def _model(data: ModelData, source: str) -> AttributionModel:
         woodbury_vector=np.asarray(p.woodbury_vector, dtype=np.float64),
         woodbury_inv=np.asarray(p.woodbury_inv, dtype=np.float64).reshape(m, m),
         linear=np.asarray(p.linear, dtype=np.float64) if p.linear else None,
+        interval_scale=cal.scale if cal else 1.0,
+        class_interval_scale=np.asarray([cal.class_scales.get(c, cal.scale) for c in data.classes])
+        if cal and cal.class_scales
+        else None,
     )
     gp.n_train_ = data.meta.n_train
     return AttributionModel(tuple(data.features), tuple(data.classes), gp, data)
@@ -175,6 +236,7 @@ __all__ = [
     "FORMAT",
     "VERSION",
     "AttributionModel",
+    "CalibrationData",
     "ModelData",
     "ModelMeta",
     "build_model_bundle",

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final, Protocol
 
 import numpy as np
@@ -115,6 +115,12 @@ class SparsePosterior:
     linear: FloatArray | None = None
     """The linear mean function's coefficients over the standardised features (``None``: a
     zero mean)."""
+    interval_scale: float = 1.0
+    """What multiplies the predictive standard deviation: 1 as fitted, else the calibration's
+    (``quell.attribute.calibration``: the interval honest on runs the model did not see)."""
+    class_interval_scale: FloatArray | None = None
+    """Per request class, in the order of the trailing one-hot class columns, the scale for a
+    request of that class instead of ``interval_scale`` (``None``: one scale for all)."""
 
     def predict(self, x: FloatArray, chunk: int = 20_000) -> Prediction:
         means, stds = [], []
@@ -127,10 +133,19 @@ class SparsePosterior:
             var = self.variance - np.einsum("ij,jk,ik->i", k, self.woodbury_inv, k)
             var = np.maximum(var, 0.0) + self.noise_variance
             means.append(self.y_mean + self.y_scale * mu)
-            stds.append(self.y_scale * np.sqrt(var))
+            stds.append(self.scale_of(x[i : i + chunk]) * self.y_scale * np.sqrt(var))
         if not means:
             return Prediction(np.zeros(0), np.zeros(0))
         return Prediction(np.concatenate(means), np.concatenate(stds))
+
+    def scale_of(self, x: FloatArray) -> FloatArray | float:
+        """Each request's interval scale: its class's (read from the one-hot columns, the
+        last ones of ``x``), or the one scale."""
+        per_class = self.class_interval_scale
+        if per_class is None:
+            return self.interval_scale
+        onehot = x[:, x.shape[1] - len(per_class) :]
+        return np.asarray(per_class[np.argmax(onehot, axis=1)], dtype=np.float64)
 
 
 class SparseGP:
@@ -189,6 +204,29 @@ class SparseGP:
         self.n_train_ = len(x)
         self.log_likelihood_ = float(np.asarray(model.log_likelihood()).ravel()[0])
         return self
+
+    def with_interval_scale(
+        self, scale: float, class_scales: Sequence[float] | None = None
+    ) -> SparseGP:
+        """A copy of this fitted GP whose predictive standard deviation is ``scale`` times its
+        own, or for a request of class k (the k-th of the trailing one-hot columns)
+        ``class_scales[k]`` times (the mean unchanged)."""
+        scales = [scale, *(class_scales or ())]
+        bad = [s for s in scales if not (math.isfinite(s) and s > 0)]
+        if bad:
+            raise InputError("sparse GP", [Problem("interval_scale", f"> 0, not {bad[0]}")])
+        per_class = None if class_scales is None else np.asarray(class_scales, dtype=np.float64)
+        if per_class is not None and not 2 <= len(per_class) <= self.posterior_.inducing.shape[1]:
+            message = f"{len(per_class)} class scales: needs one per one-hot class column"
+            raise InputError("sparse GP", [Problem("class_scales", message)])
+        out = SparseGP(self.n_inducing, self.max_iters, self.seed, self.mean)
+        out.posterior_ = replace(
+            self.posterior_, interval_scale=scale, class_interval_scale=per_class
+        )
+        out.n_train_ = self.n_train_
+        if hasattr(self, "log_likelihood_"):
+            out.log_likelihood_ = self.log_likelihood_
+        return out
 
     def predict(self, x: FloatArray) -> Prediction:
         _check_xy(x, None, "sparse GP inputs")

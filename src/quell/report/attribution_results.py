@@ -22,12 +22,17 @@ def _pct(v: float | None) -> str:
 
 
 def _scores(title: str, scores: list[dict[str, Any]], goals: dict[str, Any]) -> list[str]:
-    lines = [f"### {title}", "", "| model | requests | R² | MAE ms | RMSE ms | 95 % coverage |"]
-    lines.append("| --- | ---: | ---: | ---: | ---: | ---: |")
+    lines = [
+        f"### {title}",
+        "",
+        "| model | requests | R² | MAE ms | RMSE ms | 95 % coverage | mean interval width ms |",
+    ]
+    lines.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for s in scores:
         lines.append(
             f"| {s['model']} | {s['n']} | {s['r2']:.3f} | {_ms(s['mae_seconds'])} |"
             f" {_ms(s['rmse_seconds'])} | {_pct(s['coverage'])} |"
+            f" {_ms(s.get('mean_interval_width_seconds'))} |"
         )
     words = {True: "met", False: "**not met**", None: "—"}
     by = {s["model"]: s for s in scores}
@@ -45,6 +50,29 @@ def _scores(title: str, scores: list[dict[str, Any]], goals: dict[str, Any]) -> 
         "",
     ]
     return lines
+
+
+def _calibration(cal: dict[str, Any] | None) -> list[str]:
+    """How the GP's interval was calibrated (``sparse_gp``; ``sparse_gp_uncalibrated``: as
+    fitted)."""
+    if not cal:
+        return ["The GP's interval is as fitted (not calibrated).", ""]
+    classes = ", ".join(f"{c} ×{v:.2f}" for c, v in cal.get("class_scales", {}).items())
+    lines = [
+        f"The GP's interval (`sparse_gp`) is calibrated on the training runs alone, "
+        f"{cal['method']} ({len(cal['groups'])} groups, {cal['requests']} requests): its "
+        f"standard deviation times {cal['scale']:.2f}"
+        + (f", per request class {classes}" if classes else "")
+        + "; `sparse_gp_uncalibrated` is the same GP with its interval as fitted. Per left-out "
+        "group, the uncalibrated interval's coverage and the 95 % quantile of the absolute error "
+        "over the GP's sd:",
+        "",
+        "| group left out | requests | uncalibrated coverage | 95 % quantile of error / sd |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    for g in cal["groups"]:
+        lines.append(f"| {g['group']} | {g['n']} | {_pct(g['coverage'])} | {g['quantile']:.2f} |")
+    return [*lines, ""]
 
 
 def _periodic(doc: dict[str, Any]) -> list[str]:
@@ -109,6 +137,7 @@ def render(data: Path, shown_as: str | None = None) -> str:
         "## Accuracy",
         "",
     ]
+    out += _calibration(fit.get("calibration"))
     out += _scores("Requests held out of the training runs", fit["scores"], fit["acceptance"])
     for name, held in fit["held_out"].items():
         out += _scores(name.capitalize(), held["scores"], held["acceptance"])

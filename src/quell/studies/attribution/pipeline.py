@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -20,6 +20,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from quell.attribute.bundle import AttributionModel, ModelMeta, build_model_bundle
+from quell.attribute.calibration import IntervalCalibration, calibrate_by_group
 from quell.attribute.features import (
     CLASS_PREFIX,
     FeatureMatrix,
@@ -62,6 +63,11 @@ class TrainingSet:
     labels: LabelKind
     agreement: list[dict[str, Any]]
     """Per contended run, how far percentile and paired labels differ (where ids pair)."""
+    group: NDArray[np.str_]
+    """Per request, the run it came from (the groups of the interval's calibration)."""
+    uncontended: tuple[str, ...] = ()
+    """The runs whose requests joined with excess 0 (not left out to calibrate the interval:
+    the runs a model is scored on are contended ones)."""
 
 
 def training_set(
@@ -89,7 +95,7 @@ def training_set(
     if classes is None:
         classes = sorted({c for run in runs for c in run.records.request_class.tolist()})
     u = uncontended.records
-    xs, ys, ids, cls = [], [], [], []
+    xs, ys, ids, cls, grp = [], [], [], [], []
     agreement = []
     if include_uncontended:
         fm = build_features(
@@ -99,6 +105,7 @@ def training_set(
         ys.append(np.zeros(len(u)))
         ids.append(fm.request_id)
         cls.append(fm.request_class)
+        grp.append(np.full(len(u), uncontended.name))
     for run in contended:
         c = run.records
         pct = percentile_labels(u.wall_seconds, u.request_class, c.wall_seconds, c.request_class)
@@ -114,6 +121,7 @@ def training_set(
         ys.append(y[keep])
         ids.append(fm.request_id[keep])
         cls.append(fm.request_class[keep])
+        grp.append(np.full(int(keep.sum()), run.name))
     features = FeatureMatrix(
         x=np.vstack(xs),
         names=fm.names,
@@ -121,7 +129,9 @@ def training_set(
         request_id=np.concatenate(ids),
         request_class=np.concatenate(cls),
     )
-    return TrainingSet(features, np.concatenate(ys), labels, agreement)
+    group = np.concatenate(grp).astype(np.str_)
+    zero = (uncontended.name,) if include_uncontended else ()
+    return TrainingSet(features, np.concatenate(ys), labels, agreement, group, zero)
 
 
 def combine(sets: Sequence[TrainingSet]) -> TrainingSet:
@@ -141,7 +151,9 @@ def combine(sets: Sequence[TrainingSet]) -> TrainingSet:
     )
     y = np.concatenate([t.y for t in sets])
     agreement = [a for t in sets for a in t.agreement]
-    return TrainingSet(features, y, sets[0].labels, agreement)
+    group = np.concatenate([t.group for t in sets]).astype(np.str_)
+    zero = tuple(n for t in sets for n in t.uncontended)
+    return TrainingSet(features, y, sets[0].labels, agreement, group, zero)
 
 
 @dataclass(frozen=True)
@@ -152,6 +164,10 @@ class FitSettings:
     holdout: float = 0.2
     exact_points: int = 1000
     baselines: bool = True
+    calibrate: bool = True
+    """Calibrate the GP's interval by leaving each contended training run (or each group of
+    them, ``fit_attribution``'s ``calibration_groups``) out in turn, a scale per request class
+    (``quell.attribute.calibration``; needs two groups, else the interval as fitted)."""
 
 
 @dataclass
@@ -165,9 +181,21 @@ class FitResult:
     agreement: list[dict[str, Any]] = field(default_factory=list)
     held_out: dict[str, list[Score]] = field(default_factory=dict)
     """Per held-out set of runs (other seeds, other antagonist kinds), every model's scores."""
+    calibration: IntervalCalibration | None = None
 
     def as_dict(self) -> dict[str, Any]:
+        cal = self.calibration
         return {
+            "calibration": None
+            if cal is None
+            else {
+                "method": cal.method,
+                "level": cal.level,
+                "scale": cal.scale,
+                "requests": cal.n,
+                "class_scales": cal.strata,
+                "groups": [vars(g) for g in cal.groups],
+            },
             "n_train": self.n_train,
             "n_test": self.n_test,
             "features": list(self.model.features),
@@ -220,9 +248,12 @@ def fit_attribution(
     source: str = "",
     progress: Progress | None = None,
     held_out: Sequence[tuple[str, TrainingSet]] = (),
+    calibration_groups: Mapping[str, str] | None = None,
 ) -> FitResult:
     """Fit the sparse GP and the baselines on the training rows; score each on the held-out rows
-    and on every ``held_out`` set (built with ``data``'s features and classes)."""
+    and on every ``held_out`` set (built with ``data``'s features and classes).
+    ``calibration_groups``: the group of each contended training run for the interval's
+    calibration (e.g. its antagonist kind); by default each run is a group of its own."""
     note = progress or (lambda _: None)
     x, y = data.features.x, data.y
     train, test = split(len(y), settings.holdout, settings.seed)
@@ -241,15 +272,23 @@ def fit_attribution(
     timings: dict[str, float] = {}
     scores: list[Score] = []
     others: dict[str, list[Score]] = {name: [] for name, _ in held_out}
+    calibration = None
     for model in models:
         note(f"{model.name} on {len(train)} requests")
         t0 = time.perf_counter()
         model.fit(x[train], y[train])
         timings[model.name] = time.perf_counter() - t0
-        if len(test):
-            scores.append(score(model.name, y[test], model.predict(x[test])))
-        for name, other in held_out:
-            others[name].append(score(model.name, other.y, model.predict(other.features.x)))
+        scored = [(model.name, model)]
+        if isinstance(model, SparseGP):
+            calibration = _calibrate(data, train, settings, note, timings, calibration_groups)
+            if calibration is not None:
+                calibrated = _calibrated(model, calibration, data.features.names)
+                scored = [(model.name, calibrated), (UNCALIBRATED, model)]
+        for name, m in scored:
+            if len(test):
+                scores.append(score(name, y[test], m.predict(x[test])))
+            for other_name, other in held_out:
+                others[other_name].append(score(name, other.y, m.predict(other.features.x)))
     gp = models[0]
     meta = ModelMeta(
         created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -272,5 +311,59 @@ def fit_attribution(
     classes = tuple(
         n.removeprefix(CLASS_PREFIX) for n in data.features.names if n.startswith(CLASS_PREFIX)
     )
-    bundle = build_model_bundle(gp, data.features.names, classes or data.features.classes, meta)
-    return FitResult(bundle, scores, len(train), len(test), timings, data.agreement, others)
+    bundle = build_model_bundle(
+        gp, data.features.names, classes or data.features.classes, meta, calibration
+    )
+    return FitResult(
+        bundle, scores, len(train), len(test), timings, data.agreement, others, calibration
+    )
+
+
+UNCALIBRATED = "sparse_gp_uncalibrated"
+"""The sparse GP's scores with its interval as fitted, beside the calibrated ones."""
+
+
+def _class_columns(names: Sequence[str]) -> list[str]:
+    return [n.removeprefix(CLASS_PREFIX) for n in names if n.startswith(CLASS_PREFIX)]
+
+
+def _calibrated(gp: SparseGP, cal: IntervalCalibration, names: Sequence[str]) -> SparseGP:
+    classes = _class_columns(names)
+    per_class = [cal.strata.get(c, cal.scale) for c in classes] if cal.strata else None
+    return gp.with_interval_scale(cal.scale, per_class if len(classes) > 1 else None)
+
+
+def _calibrate(
+    data: TrainingSet,
+    train: NDArray[np.int64],
+    settings: FitSettings,
+    note: Progress,
+    timings: dict[str, float],
+    calibration_groups: Mapping[str, str] | None,
+) -> IntervalCalibration | None:
+    """The GP's interval calibrated on the training rows, each group of contended training runs
+    left out in turn, a scale per request class (``None``: not asked for, or fewer than two
+    groups; fewer than two of ``calibration_groups``: each run a group). The uncontended runs' rows stay in every fold's training."""
+    runs = data.group[train]
+    of = calibration_groups or {}
+    groups = np.array([of.get(r, r) for r in runs.tolist()], dtype=np.str_)
+    zero = {of.get(r, r) for r in data.uncontended}
+    left_out = [g for g in dict.fromkeys(groups.tolist()) if g not in zero]
+    if len(left_out) < 2 and calibration_groups:  # one kind only: leave runs out instead
+        return _calibrate(data, train, settings, note, timings, None)
+    if not settings.calibrate or len(left_out) < 2:
+        return None
+    t0 = time.perf_counter()
+    cal = calibrate_by_group(
+        lambda: SparseGP(settings.n_inducing, settings.max_iters, settings.seed),
+        data.features.x[train],
+        data.y[train],
+        groups,
+        left_out,
+        progress=note,
+        strata=data.features.request_class[train]
+        if len(_class_columns(data.features.names)) > 1
+        else None,
+    )
+    timings["calibration"] = time.perf_counter() - t0
+    return cal
