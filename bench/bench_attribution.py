@@ -4,8 +4,12 @@
   median over 1,000 batches of 1,000 calls of the thread's CPU time per call (its own cost,
   whatever else the machine runs) of start+end, yield+resume (per call) and read,
   beside the peer "one raw snapshot" (the thread's CPU clock, a pread of its kept-open
-  schedstat with sscanf, getrusage(RUSAGE_THREAD)) timed in the same batches, as a ratio.
-  With the per-thread log on (records written to a scratch folder).
+  schedstat with sscanf, getrusage(RUSAGE_THREAD)) timed in the same batches, as a ratio;
+  beside the previous library (``bench/attribution/quelltoken_prev.c``, which read all three
+  on every call) and each part of the snapshot alone, in the same batches; and on the path
+  where each call follows a sleep (the thread was switched out: schedstat is read again).
+  With the per-thread log on (records written to a scratch folder). The CPU it runs on:
+  ``QUELL_BENCH_CPU`` (default 1).
 * **Python calls** (``quell.instrument.token`` through ctypes): the same, batches of 1,000,
   beside the raw snapshot through the same binding (``TokenLibrary.snapshot``).
 * **lighttpd with and without the preload** (needs root for nothing, but starts real servers:
@@ -44,6 +48,7 @@ WRK_SECONDS = 8
 RUNS_PER_ARM = 4
 FILE_BYTES = 1400
 WRK = ("taskset", "-c", "0", "wrk", "-t1", "-c32", "--latency")
+CPU = os.environ.get("QUELL_BENCH_CPU", "1")
 
 
 def _compile(out: Path, *sources: Path, shared: bool = False) -> Path:
@@ -59,12 +64,15 @@ def _compile(out: Path, *sources: Path, shared: bool = False) -> Path:
 
 def c_calls(work: Path) -> dict[str, Any]:
     exe = _compile(
-        work / "qtbench", HERE / "attribution" / "qtbench.c", native.NATIVE_DIR / "quelltoken.c"
+        work / "qtbench",
+        HERE / "attribution" / "qtbench.c",
+        native.NATIVE_DIR / "quelltoken.c",
+        HERE / "attribution" / "quelltoken_prev.c",
     )
     logs = work / "qtbench-logs"
     logs.mkdir()
     done = subprocess.run(
-        ["taskset", "-c", "1", str(exe), "1000"],
+        ["taskset", "-c", CPU, str(exe), "1000"],
         capture_output=True,
         text=True,
         env={**os.environ, LOG_DIR_ENV: str(logs)},
@@ -72,6 +80,7 @@ def c_calls(work: Path) -> dict[str, Any]:
     )
     shutil.rmtree(logs)
     res: dict[str, Any] = json.loads(done.stdout)
+    res["cpu"] = int(CPU)
     peer = res["raw_snapshot_ns"]
     for key, name in (
         ("start_end_ns_per_call", "start_end"),
@@ -79,6 +88,11 @@ def c_calls(work: Path) -> dict[str, Any]:
         ("read_ns", "read"),
     ):
         res[f"{name}_vs_raw_snapshot"] = round(res[key] / peer, 3)
+        res[f"{name}_vs_previous"] = round(res[key] / res["previous"][key], 3)
+    switch = res["after_a_switch"]
+    switch["vs_previous"] = round(
+        switch["start_end_ns_per_call"] / switch["previous_start_end_ns_per_call"], 3
+    )
     return res
 
 

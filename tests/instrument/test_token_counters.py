@@ -218,3 +218,44 @@ def test_the_body_raising_still_ends_the_token(lib: qt.TokenLibrary) -> None:
 def test_a_missing_library_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(PrerequisiteError, match="make native"):
         qt.TokenLibrary(tmp_path / "nope.so")
+
+
+def _own_schedstat() -> tuple[int, int]:
+    """The calling thread's run-queue wait and timeslice count, read afresh."""
+    fields = Path("/proc/thread-self/schedstat").read_text().split()
+    return int(fields[1]), int(fields[2])
+
+
+def test_the_kept_schedstat_reading_is_the_file_s_value(lib: qt.TokenLibrary) -> None:
+    """The library reads schedstat again only after the thread's switch counts moved: each
+    snapshot's run-queue wait and timeslices are what the file says, after a sleep (a switch:
+    read again) and between back-to-back calls (no switch: the kept reading), whenever no switch
+    fell between the snapshot and the check."""
+
+    def run() -> tuple[int, int, int]:
+        import resource
+
+        def switches() -> int:
+            ru = resource.getrusage(resource.RUSAGE_THREAD)
+            return ru.ru_nvcsw + ru.ru_nivcsw
+
+        checked = exact = moved = 0
+        last_slices = -1
+        for i in range(400):
+            if i % 4 == 0:
+                time.sleep(0.0005)
+            before = switches()
+            s = lib.snapshot()
+            fresh = _own_schedstat()
+            if switches() != before:
+                continue  # switched out between the two readings: not comparable
+            checked += 1
+            exact += (s.runq_wait_ns, s.timeslices) == fresh
+            moved += s.timeslices != last_slices
+            last_slices = s.timeslices
+        return checked, exact, moved
+
+    checked, exact, moved = in_thread(run)
+    assert checked >= 200
+    assert exact == checked
+    assert moved >= 50  # the sleeps moved the counts, and the snapshots followed them

@@ -42,6 +42,11 @@ struct thread_state {
     size_t log_bytes;
     uint64_t seq;
     int log_failed;
+    /* The last schedstat reading and the switch counts read just before it: while the thread's
+     * voluntary + involuntary switch counts stay as they were, it has not left the CPU, so its
+     * run-queue wait and timeslice count are what that reading said (see snap). */
+    int ss_valid;
+    int64_t ss_vol_cs, ss_invol_cs, ss_runq_wait_ns, ss_timeslices;
     char path[512];
 };
 
@@ -118,11 +123,18 @@ static inline int parse3(const char *b, ssize_t n, int64_t v[3]) {
 }
 
 /* mono_first: read CLOCK_MONOTONIC before the counters (a token's start), else after them (its
- * end), so that the wall interval encloses the intervals the counters cover. */
+ * end), so that the wall interval encloses the intervals the counters cover.
+ *
+ * The schedstat file is read only when the thread has been switched out since the last time
+ * it was read. The kernel counts a thread's switch away from its CPU (__schedule, prev != next)
+ * in nvcsw or nivcsw, and only a thread that is off its CPU, or switched back onto it, changes
+ * its run-queue wait (run_delay) and timeslice count (pcount): both move in the scheduler's
+ * enqueue, dequeue and switch paths only. So when getrusage shows the same two counts as when
+ * schedstat was last read (and getrusage was read before that pread), no switch happened in
+ * between and the last reading is still exact. The run-time field of schedstat is not used:
+ * the CPU clock gives the run time (and brings that field up to date when it is read). */
 static inline int snap(struct thread_state *t, qt_snapshot *s, int mono_first) {
     struct timespec ts;
-    char b[96];
-    int64_t v[3];
     struct rusage ru;
     if (mono_first) {
         clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -131,13 +143,22 @@ static inline int snap(struct thread_state *t, qt_snapshot *s, int mono_first) {
     /* the CPU clock first: reading it brings the kernel's run-time field up to date */
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     s->cpu_ns = ts_ns(&ts);
-    ssize_t n = pread(t->ss_fd, b, sizeof b - 1, 0);
-    if (n <= 0 || parse3(b, n, v) != 0) return -EIO;
-    s->runq_wait_ns = v[1];
-    s->timeslices = v[2];
     getrusage(RUSAGE_THREAD, &ru);
     s->vol_cs = ru.ru_nvcsw;
     s->invol_cs = ru.ru_nivcsw;
+    if (!t->ss_valid || ru.ru_nvcsw != t->ss_vol_cs || ru.ru_nivcsw != t->ss_invol_cs) {
+        char b[96];
+        int64_t v[3];
+        ssize_t n = pread(t->ss_fd, b, sizeof b - 1, 0);
+        if (n <= 0 || parse3(b, n, v) != 0) { t->ss_valid = 0; return -EIO; }
+        t->ss_vol_cs = ru.ru_nvcsw;
+        t->ss_invol_cs = ru.ru_nivcsw;
+        t->ss_runq_wait_ns = v[1];
+        t->ss_timeslices = v[2];
+        t->ss_valid = 1;
+    }
+    s->runq_wait_ns = t->ss_runq_wait_ns;
+    s->timeslices = t->ss_timeslices;
     if (!mono_first) {
         clock_gettime(CLOCK_MONOTONIC, &ts);
         s->mono_ns = ts_ns(&ts);

@@ -2,8 +2,9 @@
  *
  * The API of Soroban (start, yield, resume, end, read) over what Linux tells a thread about
  * itself, without a kernel module: its CPU clock (CLOCK_THREAD_CPUTIME_ID), its run-queue wait
- * and timeslices (a kept-open /proc/thread-self/schedstat), its voluntary and involuntary
- * context switches (getrusage(RUSAGE_THREAD)) and wall time (CLOCK_MONOTONIC).
+ * and timeslices (a kept-open /proc/thread-self/schedstat, read again only when the thread has
+ * been switched out since it last read it), its voluntary and involuntary context switches
+ * (getrusage(RUSAGE_THREAD)) and wall time (CLOCK_MONOTONIC).
  *
  * A token belongs to the thread that started it: every call on it must come from that thread
  * (one thread may multiplex many tokens with yield/resume). The counters accumulate only over
@@ -89,8 +90,9 @@ void qt_log_close(void);
 uint64_t qt_log_dropped(void);
 int qt_abi_version(void);
 
-/* The raw snapshot the calls are built on, for benchmarks: one reading of the thread's CPU
- * clock, schedstat and rusage, and CLOCK_MONOTONIC. Returns 0 or -errno. */
+/* The snapshot the calls are built on, for benchmarks: one reading of the thread's CPU clock
+ * and rusage, its schedstat (kept from the last reading while the thread's switch counts have
+ * not moved), and CLOCK_MONOTONIC. Returns 0 or -errno. */
 typedef struct qt_snapshot {
     int64_t mono_ns, cpu_ns, runq_wait_ns, timeslices, vol_cs, invol_cs;
 } qt_snapshot;

@@ -1,0 +1,343 @@
+/* The previous quelltoken (before the schedstat reading was kept while the thread's switch
+ * counts stand still: every snapshot read the CPU clock, schedstat and rusage), its functions
+ * renamed prev_qt_*, so that bench/attribution/qtbench.c times it beside the current library in
+ * the same run. Not part of the library; only the benchmark builds it. */
+#define qt_start prev_qt_start
+#define qt_yield prev_qt_yield
+#define qt_resume prev_qt_resume
+#define qt_label prev_qt_label
+#define qt_end prev_qt_end
+#define qt_read prev_qt_read
+#define qt_log_path prev_qt_log_path
+#define qt_log_close prev_qt_log_close
+#define qt_log_dropped prev_qt_log_dropped
+#define qt_abi_version prev_qt_abi_version
+#define qt_snapshot_now prev_qt_snapshot_now
+/* quelltoken as it was: see quelltoken.h. */
+#define _GNU_SOURCE
+#include "quelltoken.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+_Static_assert(sizeof(qt_record) == 160, "qt_record is 160 bytes on disk");
+_Static_assert(sizeof(qt_log_header) == 64, "qt_log_header is 64 bytes on disk");
+
+#define SLOT_BITS 14
+#define NSLOTS (1u << SLOT_BITS)       /* tokens open at once on one thread */
+#define GEN_BITS 26
+#define DEFAULT_LOG_RECORDS 65536u
+
+struct slot {
+    int64_t token;
+    int32_t state;                     /* 0 free, else enum qt_state */
+    int32_t pad;
+    qt_snapshot at;                    /* snapshot at the start of the current running span */
+    qt_record rec;
+};
+
+struct thread_state {
+    int ready;
+    int ss_fd;                         /* this thread's /proc/thread-self/schedstat */
+    int64_t tid;
+    struct slot *slots;
+    uint32_t cursor, open;
+    uint64_t gen;
+    qt_log_header *log;                /* mapped log, or NULL */
+    size_t log_bytes;
+    uint64_t seq;
+    int log_failed;
+    char path[512];
+};
+
+static __thread struct thread_state T = {.ss_fd = -1};
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static pthread_key_t exit_key;
+static uint64_t dropped;               /* atomic */
+
+static void log_close(struct thread_state *t) {
+    if (t->log) munmap(t->log, t->log_bytes);
+    t->log = NULL;
+    t->log_bytes = 0;
+    t->path[0] = 0;
+}
+
+static void forget(struct thread_state *t) {
+    if (t->ss_fd >= 0) close(t->ss_fd);
+    if (t->slots) munmap(t->slots, (size_t)NSLOTS * sizeof(struct slot));
+    log_close(t);
+    memset(t, 0, sizeof *t);
+    t->ss_fd = -1;
+}
+
+static void on_thread_exit(void *p) { forget((struct thread_state *)p); }
+
+/* In a forked child only the forking thread lives on, with its parent's descriptors and
+ * mappings: the schedstat file describes the parent's thread and the log is the parent's. */
+static void on_fork_child(void) {
+    struct thread_state *t = &T;
+    if (t->log) munmap(t->log, t->log_bytes);
+    t->log = NULL;
+    if (t->ss_fd >= 0) close(t->ss_fd);
+    if (t->slots) munmap(t->slots, (size_t)NSLOTS * sizeof(struct slot));
+    memset(t, 0, sizeof *t);
+    t->ss_fd = -1;
+}
+
+static void init_once(void) {
+    pthread_key_create(&exit_key, on_thread_exit);
+    pthread_atfork(NULL, NULL, on_fork_child);
+}
+
+static struct thread_state *state(void) {
+    struct thread_state *t = &T;
+    if (__builtin_expect(t->ready, 1)) return t;
+    pthread_once(&once, init_once);
+    t->tid = (int64_t)syscall(SYS_gettid);
+    t->ss_fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+    if (t->ss_fd < 0) return NULL;
+    void *m = mmap(NULL, (size_t)NSLOTS * sizeof(struct slot), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) { close(t->ss_fd); t->ss_fd = -1; return NULL; }
+    t->slots = m;
+    t->ready = 1;
+    pthread_setspecific(exit_key, t);
+    return t;
+}
+
+static inline int64_t ts_ns(const struct timespec *ts) {
+    return (int64_t)ts->tv_sec * 1000000000LL + ts->tv_nsec;
+}
+
+/* "run wait slices\n" */
+static inline int parse3(const char *b, ssize_t n, int64_t v[3]) {
+    ssize_t i = 0;
+    for (int k = 0; k < 3; k++) {
+        while (i < n && (b[i] < '0' || b[i] > '9')) i++;
+        if (i >= n) return -1;
+        int64_t x = 0;
+        while (i < n && b[i] >= '0' && b[i] <= '9') x = x * 10 + (b[i++] - '0');
+        v[k] = x;
+    }
+    return 0;
+}
+
+/* mono_first: read CLOCK_MONOTONIC before the counters (a token's start), else after them (its
+ * end), so that the wall interval encloses the intervals the counters cover. */
+static inline int snap(struct thread_state *t, qt_snapshot *s, int mono_first) {
+    struct timespec ts;
+    char b[96];
+    int64_t v[3];
+    struct rusage ru;
+    if (mono_first) {
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        s->mono_ns = ts_ns(&ts);
+    }
+    /* the CPU clock first: reading it brings the kernel's run-time field up to date */
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    s->cpu_ns = ts_ns(&ts);
+    ssize_t n = pread(t->ss_fd, b, sizeof b - 1, 0);
+    if (n <= 0 || parse3(b, n, v) != 0) return -EIO;
+    s->runq_wait_ns = v[1];
+    s->timeslices = v[2];
+    getrusage(RUSAGE_THREAD, &ru);
+    s->vol_cs = ru.ru_nvcsw;
+    s->invol_cs = ru.ru_nivcsw;
+    if (!mono_first) {
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        s->mono_ns = ts_ns(&ts);
+    }
+    return 0;
+}
+
+static inline void add_span(qt_record *r, const qt_snapshot *a, const qt_snapshot *b) {
+    r->cpu_ns += b->cpu_ns - a->cpu_ns;
+    r->runq_wait_ns += b->runq_wait_ns - a->runq_wait_ns;
+    r->timeslices += b->timeslices - a->timeslices;
+    r->vol_cs += b->vol_cs - a->vol_cs;
+    r->invol_cs += b->invol_cs - a->invol_cs;
+}
+
+static inline struct slot *find(struct thread_state *t, int64_t token) {
+    if (token <= 0 || !t) return NULL;
+    struct slot *s = &t->slots[(uint64_t)token & (NSLOTS - 1)];
+    return s->token == token && s->state ? s : NULL;
+}
+
+int64_t qt_start(int64_t request_id, const char *request_class) {
+    struct thread_state *t = state();
+    if (!t) return -EIO;
+    if (t->open >= NSLOTS) return -ENOSPC;
+    uint32_t i = t->cursor;
+    while (t->slots[i].state == QT_RUNNING || t->slots[i].state == QT_YIELDED)
+        i = (i + 1) & (NSLOTS - 1);
+    t->cursor = (i + 1) & (NSLOTS - 1);
+    struct slot *s = &t->slots[i];
+    t->gen = (t->gen + 1) & ((1ull << GEN_BITS) - 1);
+    if (!t->gen) t->gen = 1;
+    int64_t token = (int64_t)((((uint64_t)t->tid & 0x3fffff) << (GEN_BITS + SLOT_BITS)) |
+                              (t->gen << SLOT_BITS) | i);
+    memset(&s->rec, 0, sizeof s->rec);
+    if (request_class) strncpy(s->rec.request_class, request_class, QT_CLASS_BYTES - 1);
+    if (snap(t, &s->at, 1) != 0) return -EIO;
+    s->token = token;
+    s->state = QT_RUNNING;
+    t->open++;
+    s->rec.request_id = request_id;
+    s->rec.thread_id = t->tid;
+    s->rec.start_ns = s->at.mono_ns;
+    s->rec.runq_wait_other_cgroup_ns = -1;
+    s->rec.preempt_other_total = -1;
+    return token;
+}
+
+int qt_yield(int64_t token) {
+    struct thread_state *t = &T;
+    struct slot *s = find(t->ready ? t : NULL, token);
+    if (!s || s->state == QT_ENDED) return -EINVAL;
+    if (s->state != QT_RUNNING) return -EALREADY;
+    qt_snapshot now;
+    if (snap(t, &now, 0) != 0) return -EIO;
+    add_span(&s->rec, &s->at, &now);
+    s->rec.yields++;
+    s->state = QT_YIELDED;
+    return 0;
+}
+
+int qt_resume(int64_t token) {
+    struct thread_state *t = &T;
+    struct slot *s = find(t->ready ? t : NULL, token);
+    if (!s || s->state == QT_ENDED) return -EINVAL;
+    if (s->state != QT_YIELDED) return -EALREADY;
+    if (snap(t, &s->at, 0) != 0) return -EIO;
+    s->state = QT_RUNNING;
+    return 0;
+}
+
+int qt_label(int64_t token, int64_t request_id, const char *request_class) {
+    struct thread_state *t = &T;
+    struct slot *s = find(t->ready ? t : NULL, token);
+    if (!s || s->state == QT_ENDED) return -EINVAL;
+    s->rec.request_id = request_id;
+    memset(s->rec.request_class, 0, QT_CLASS_BYTES);
+    if (request_class) strncpy(s->rec.request_class, request_class, QT_CLASS_BYTES - 1);
+    return 0;
+}
+
+/* The log directory as the environment named it when the library was loaded: a server may
+ * clear its environment before it serves (php-fpm does in each worker, `clear_env`). */
+static char load_dir[512];
+
+__attribute__((constructor)) static void remember_log_dir(void) {
+    const char *dir = getenv(QT_LOG_DIR_ENV);
+    if (dir && strlen(dir) < sizeof load_dir) strcpy(load_dir, dir);
+}
+
+static int log_open(struct thread_state *t) {
+    const char *dir = getenv(QT_LOG_DIR_ENV);
+    if (!dir) dir = load_dir;          /* unset since the load: the directory named then */
+    if (!*dir) return -ENOENT;
+    uint64_t cap = DEFAULT_LOG_RECORDS;
+    const char *c = getenv(QT_LOG_RECORDS_ENV);
+    if (c && *c) {
+        unsigned long long v = strtoull(c, NULL, 10);
+        if (v > 0 && v < (1ull << 32)) cap = v;
+    }
+    int n = snprintf(t->path, sizeof t->path, "%s/prev-quell-%d-%lld-%llu.qtlog", dir, (int)getpid(),
+                     (long long)t->tid, (unsigned long long)t->seq);
+    if (n <= 0 || (size_t)n >= sizeof t->path) { t->path[0] = 0; return -ENAMETOOLONG; }
+    int fd = open(t->path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) { t->path[0] = 0; return -errno; }
+    size_t bytes = sizeof(qt_log_header) + cap * sizeof(qt_record);
+    if (ftruncate(fd, (off_t)bytes) != 0) { int e = errno; close(fd); t->path[0] = 0; return -e; }
+    void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED) { t->path[0] = 0; return -ENOMEM; }
+    qt_log_header *h = m;
+    memcpy(h->magic, QT_LOG_MAGIC, 8);
+    h->version = QT_LOG_VERSION;
+    h->record_bytes = sizeof(qt_record);
+    h->capacity = cap;
+    h->pid = getpid();
+    h->thread_id = t->tid;
+    h->sequence = t->seq;
+    __atomic_store_n(&h->count, 0, __ATOMIC_RELEASE);
+    t->log = h;
+    t->log_bytes = bytes;
+    return 0;
+}
+
+static void log_write(struct thread_state *t, const qt_record *r) {
+    if (t->log_failed) { __atomic_fetch_add(&dropped, 1, __ATOMIC_RELAXED); return; }
+    if (t->log && t->log->count >= t->log->capacity) {   /* full: go on in the next file */
+        log_close(t);
+        t->seq++;
+    }
+    if (!t->log) {
+        int e = log_open(t);
+        if (e == -ENOENT) return;                          /* not logging */
+        if (e != 0) { t->log_failed = 1; __atomic_fetch_add(&dropped, 1, __ATOMIC_RELAXED); return; }
+    }
+    qt_log_header *h = t->log;
+    uint64_t i = h->count;
+    memcpy((char *)(h + 1) + i * sizeof(qt_record), r, sizeof *r);
+    __atomic_store_n(&h->count, i + 1, __ATOMIC_RELEASE);
+}
+
+int qt_end(int64_t token) {
+    struct thread_state *t = &T;
+    struct slot *s = find(t->ready ? t : NULL, token);
+    if (!s || s->state == QT_ENDED) return -EINVAL;
+    qt_snapshot now;
+    if (snap(t, &now, 0) != 0) return -EIO;
+    if (s->state == QT_RUNNING) add_span(&s->rec, &s->at, &now);
+    s->rec.end_ns = now.mono_ns;
+    s->rec.wall_ns = now.mono_ns - s->rec.start_ns;
+    s->state = QT_ENDED;
+    t->open--;
+    log_write(t, &s->rec);
+    return 0;
+}
+
+int qt_read(int64_t token, qt_record *out) {
+    struct thread_state *t = &T;
+    struct slot *s = find(t->ready ? t : NULL, token);
+    if (!s || !out) return -EINVAL;
+    *out = s->rec;
+    if (s->state != QT_ENDED) {
+        qt_snapshot now;
+        if (snap(t, &now, 0) != 0) return -EIO;
+        if (s->state == QT_RUNNING) add_span(out, &s->at, &now);
+        out->wall_ns = now.mono_ns - out->start_ns;
+    }
+    return s->state;
+}
+
+const char *qt_log_path(void) { return T.log ? T.path : ""; }
+
+void qt_log_close(void) {
+    struct thread_state *t = &T;
+    log_close(t);
+    t->log_failed = 0;
+    t->seq++;
+}
+
+uint64_t qt_log_dropped(void) { return __atomic_load_n(&dropped, __ATOMIC_RELAXED); }
+
+int qt_abi_version(void) { return QT_ABI_VERSION; }
+
+int qt_snapshot_now(qt_snapshot *out) {
+    struct thread_state *t = state();
+    if (!t || !out) return -EINVAL;
+    return snap(t, out, 0);
+}
