@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from quell.attribute.calibration import calibrate_by_group, conformal_quantile
+from quell.attribute.calibration import MIN_SCALE, calibrate_by_group, conformal_quantile
 from quell.attribute.models import Prediction, SparseGP, score
 from quell.errors import InputError
 
@@ -142,3 +142,16 @@ def test_a_scale_per_class_where_classes_err_differently() -> None:
         k = clst == c
         covered = np.abs(yt[k] - pred.mean_seconds[k]) <= 1.959964 * scale[k] * pred.std_seconds[k]
         assert 0.93 <= covered.mean() <= 0.97, c
+
+
+def test_errors_of_zero_give_the_smallest_scale_not_zero() -> None:
+    class Exact:
+        def fit(self, x: np.ndarray, y: np.ndarray) -> Exact:
+            return self
+
+        def predict(self, x: np.ndarray) -> Prediction:
+            return Prediction(np.sin(3 * x[:, 0]), np.ones(len(x)))
+
+    x, _, g = _groups(4, 5, 10)
+    cal = calibrate_by_group(Exact, x, np.sin(3 * x[:, 0]), g, sorted(set(g.tolist())))
+    assert cal.scale == MIN_SCALE

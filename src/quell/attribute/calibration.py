@@ -40,6 +40,7 @@ from quell.errors import InputError, Problem
 
 FloatArray = NDArray[np.float64]
 METHOD = "leave-one-group-out"
+MIN_SCALE = 1e-6
 
 
 @dataclass(frozen=True)
@@ -141,19 +142,24 @@ def calibrate_by_group(
                 )
             )
     r = np.concatenate(pooled)
-    q = conformal_quantile(r, level)
+
+    def scale_of(values: FloatArray) -> float:
+        # floored: left-out errors all 0 would give an interval of width 0, which no model has
+        return max(conformal_quantile(values, level) / z_level, MIN_SCALE)
+
     by_stratum = {}
     if strata is not None:
         s = np.concatenate([strata[out] for out in rows])
         for name in sorted(set(s.tolist())):
-            by_stratum[name] = conformal_quantile(r[s == name], level) / z_level
+            by_stratum[name] = scale_of(r[s == name])
     return IntervalCalibration(
-        scale=q / z_level, level=level, groups=tuple(per_group), strata=by_stratum
+        scale=scale_of(r), level=level, groups=tuple(per_group), strata=by_stratum
     )
 
 
 __all__ = [
     "METHOD",
+    "MIN_SCALE",
     "GroupResidual",
     "IntervalCalibration",
     "calibrate_by_group",
