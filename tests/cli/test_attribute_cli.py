@@ -45,6 +45,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     paths["model"] = model
     paths["fit"] = root / "fit.json"
     paths["fit"].write_text(fit.stdout.splitlines()[-1])
+    paths["fit_text"] = root / "fit.txt"
+    paths["fit_text"].write_text(fit.stdout)
     return paths
 
 
@@ -73,6 +75,7 @@ def test_fit_writes_a_model_and_scores_it_beside_the_baselines(runs) -> None:
     assert set(cal["class_scales"]) == {"/php", "/static"} and cal["scale"] > 1
     assert gp["coverage"] >= raw["coverage"]
     assert gp["mean_interval_width_seconds"] > raw["mean_interval_width_seconds"]
+    assert "interval calibrated by leaving 2 runs out in turn" in runs["fit_text"].read_text()
     # Another schedule seed and two workers, a load it was not trained on.
     held = doc["held_out"]["held-out runs"]
     other = {s["model"]: s for s in held["scores"]}

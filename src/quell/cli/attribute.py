@@ -155,6 +155,7 @@ def fit_command(
     for name, held in doc["held_out"].items():
         n = held["scores"][0]["n"] if held["scores"] else 0
         _print_scores(f"{name}: {n} requests", held["scores"], {}, held["acceptance"])
+    _print_calibration(doc["calibration"])
     _print_agreement(result.agreement)
     if as_json:
         emit_json({"model": str(out)} | result.as_dict())
@@ -198,6 +199,24 @@ def _print_scores(
             markup=False,
             highlight=False,
         )
+
+
+def _print_calibration(cal: dict[str, Any] | None) -> None:
+    from quell.cli.console import out_console
+
+    if cal is None:
+        text = (
+            "sparse_gp's interval as fitted"
+            " (not calibrated: --no-calibrate, or fewer than two contended runs)"
+        )
+    else:
+        per_class = ", ".join(f"{c} x{v:.2f}" for c, v in cal["class_scales"].items())
+        text = (
+            f"sparse_gp's interval calibrated by leaving {len(cal['groups'])} runs out in turn"
+            f" ({cal['requests']} requests): sd x{cal['scale']:.2f}"
+            + (f"; per class {per_class}" if per_class else "")
+        )
+    out_console.print(text, markup=False, highlight=False)
 
 
 def _print_agreement(rows: list[dict[str, Any]]) -> None:
