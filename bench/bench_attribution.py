@@ -6,8 +6,10 @@
   beside the peer "one raw snapshot" (the thread's CPU clock, a pread of its kept-open
   schedstat with sscanf, getrusage(RUSAGE_THREAD)) timed in the same batches, as a ratio;
   beside the previous library (``bench/attribution/quelltoken_prev.c``, which read all three
-  on every call) and each part of the snapshot alone, in the same batches; and on the path
-  where each call follows a sleep (the thread was switched out: schedstat is read again).
+  on every call) and each part of the snapshot alone, in the same batches; on the path where
+  each call follows a sleep (the thread was switched out: schedstat is read again); and per call
+  over a request as an event loop serves it (a sleep, then start, yield, resume, yield, resume,
+  end).
   With the per-thread log on (records written to a scratch folder). The CPU it runs on:
   ``QUELL_BENCH_CPU`` (default 1).
 * **Python calls** (``quell.instrument.token`` through ctypes): the same, batches of 1,000,
@@ -93,6 +95,8 @@ def c_calls(work: Path) -> dict[str, Any]:
     switch["vs_previous"] = round(
         switch["start_end_ns_per_call"] / switch["previous_start_end_ns_per_call"], 3
     )
+    request = res["request"]
+    request["vs_previous"] = round(request["ns_per_call"] / request["previous_ns_per_call"], 3)
     return res
 
 

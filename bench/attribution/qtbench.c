@@ -10,7 +10,9 @@
  * Two paths: back-to-back calls (no context switch between two calls: the current library
  * keeps its schedstat reading) and "after a switch" (each call follows a short sleep, so the
  * thread has been switched out and the schedstat file must be read again): there the cost is
- * that of {sleep, call} less that of the sleep alone, in batches of SWITCH_BATCH. */
+ * that of {sleep, call} less that of the sleep alone, in batches of SWITCH_BATCH. And a
+ * request as an event loop serves it: after a sleep (the wait for its connection) start, then
+ * yield and resume twice (its I/O) and end, 6 calls of which the first follows a switch. */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdio.h>
@@ -103,7 +105,7 @@ struct impl {
     int (*end)(int64_t);
     int (*read)(int64_t, qt_record *);
     int64_t held;
-    double *se, *yr, *rd, *sw;
+    double *se, *yr, *rd, *sw, *rq;
 };
 
 static long naps_switched, naps_total;
@@ -150,6 +152,21 @@ static double switch_calls(struct impl *m) {
     return now_ns() - t0;
 }
 
+/* {sleep, start, yield, resume, yield, resume, end} x SWITCH_BATCH: the calls' total */
+static double request_calls(struct impl *m) {
+    double t0 = now_ns();
+    for (int i = 0; i < SWITCH_BATCH; i++) {
+        nap();
+        int64_t t = m->start(i, "/bench");
+        m->yield(t);
+        m->resume(t);
+        m->yield(t);
+        m->resume(t);
+        m->end(t);
+    }
+    return now_ns() - t0;
+}
+
 int main(int argc, char **argv) {
     if (argc > 1) batches = atoi(argv[1]);
     prctl(PR_SET_TIMERSLACK, 1UL);     /* short naps */
@@ -157,9 +174,10 @@ int main(int argc, char **argv) {
     double *raw = calloc(batches, sizeof(double)), *cpu = calloc(batches, sizeof(double)),
            *ss = calloc(batches, sizeof(double)), *ru = calloc(batches, sizeof(double)),
            *mono = calloc(batches, sizeof(double)), *naps = calloc(batches, sizeof(double));
-    struct impl cur = {qt_start, qt_yield, qt_resume, qt_end, qt_read, 0, 0, 0, 0, 0};
-    struct impl prev = {prev_qt_start, prev_qt_yield, prev_qt_resume, prev_qt_end, prev_qt_read,
-                        0, 0, 0, 0, 0};
+    struct impl cur = {.start = qt_start, .yield = qt_yield, .resume = qt_resume, .end = qt_end,
+                       .read = qt_read};
+    struct impl prev = {.start = prev_qt_start, .yield = prev_qt_yield, .resume = prev_qt_resume,
+                        .end = prev_qt_end, .read = prev_qt_read};
     struct impl *impls[2] = {&cur, &prev};
     for (int k = 0; k < 2; k++) {
         struct impl *m = impls[k];
@@ -167,6 +185,7 @@ int main(int argc, char **argv) {
         m->yr = calloc(batches, sizeof(double));
         m->rd = calloc(batches, sizeof(double));
         m->sw = calloc(batches, sizeof(double));
+        m->rq = calloc(batches, sizeof(double));
         m->held = m->start(1, "/bench");
         for (int w = 0; w < 3; w++)    /* warm up: pages of the token table, the log */
             for (int i = 0; i < BATCH; i++) m->end(m->start(i, "/warm"));
@@ -189,6 +208,9 @@ int main(int argc, char **argv) {
             naps[j] = (naps[j] + n) / 2;
             cur.sw[j] = (cur.sw[j] - naps[j]) / (2.0 * SWITCH_BATCH);
             prev.sw[j] = (prev.sw[j] - naps[j]) / (2.0 * SWITCH_BATCH);
+            /* one nap per request: half the 2 SWITCH_BATCH naps timed */
+            cur.rq[j] = (request_calls(&cur) - naps[j] / 2) / (6.0 * SWITCH_BATCH);
+            prev.rq[j] = (request_calls(&prev) - naps[j] / 2) / (6.0 * SWITCH_BATCH);
         }
     }
     int nsw = (batches + 4) / 5;
@@ -205,12 +227,14 @@ int main(int argc, char **argv) {
            "\"after_a_switch\": {\"batches\": %d, \"calls_per_batch\": %d, \"nap_ns\": %.1f, "
            "\"start_end_ns_per_call\": %.1f, \"previous_start_end_ns_per_call\": %.1f, "
            "\"naps_that_switched\": %.4f}, "
+           "\"request\": {\"calls\": 6, \"ns_per_call\": %.1f, \"previous_ns_per_call\": %.1f}, "
            "\"logging\": %s}\n",
            batches, BATCH, median(raw, batches), median(cur.se, batches), median(cur.yr, batches),
            median(cur.rd, batches), median(prev.se, batches), median(prev.yr, batches),
            median(prev.rd, batches), median(cpu, batches), median(ss, batches),
            median(ru, batches), median(mono, batches), nsw, 2 * SWITCH_BATCH, nap_ns,
            median(cur.sw, nsw), median(prev.sw, nsw), (double)naps_switched / naps_total,
+           median(cur.rq, nsw), median(prev.rq, nsw),
            *qt_log_path() && *prev_qt_log_path() ? "true" : "false");
     return 0;
 }
