@@ -93,7 +93,9 @@ def write_clamscan_data(ant: ClamScan, out: Path, seed: int) -> Path:
         for k in range(count):
             body = make(each)
             name = sub / f"{kind}-{k:05d}{'.gz' if kind == 'gzip' else ''}"
-            name.write_bytes(gzip.compress(body, compresslevel=1) if kind == "gzip" else body)
+            # mtime 0: the same seed writes the same bytes whenever it runs
+            packed = gzip.compress(body, compresslevel=1, mtime=0) if kind == "gzip" else body
+            name.write_bytes(packed)
 
     write("large", n_large, LARGE_SHARE, lambda size: rng.bytes(size))
     write("text", n_text, TEXT_SHARE, text)
