@@ -118,6 +118,52 @@ def test_shares_are_capacity_less_the_probe(model: CapacityModel) -> None:
     )
 
 
+def test_weight_step_gives_instances_of_about_equal_capacity_the_same_weight(
+    model: CapacityModel,
+) -> None:
+    fleet = _fleet(6, hosts=6)
+    ids = [f"i{k}" for k in range(1, 7)]
+    pct = dict.fromkeys(fleet.hosts, PROBE_PCT)
+    u_max, u_int = np.array([40.0, 39.0, 38.0, 20.0, 5.0, 4.0]), np.zeros(6)
+    # shares less the probe: 36, 35, 34, 16, 1, 0
+    plain = CapacityAccount(model, fleet, pct, [], "capacity", 0.0)
+    assert [w.weight for w in plain.weights(ids, u_max, u_int, 100.0)] == [
+        256,
+        249,  # 256 × 35 / 36 = 248.9
+        242,  # 241.8
+        114,  # 113.8
+        7,  # 7.1
+        0,
+    ]
+    # steps of 0.1 × 36 = 3.6: 35 → 10 steps (36), 34 → 9 (32.4), 16 → 4 (14.4), 1 → 0 → 1
+    # step at least (3.6), 0 stays 0
+    tenth = CapacityAccount(model, _fleet(6, hosts=6), pct, [], "capacity", 0.0, 0.1)
+    assert [w.weight for w in tenth.weights(ids, u_max, u_int, 100.0)] == [
+        256,
+        256,
+        230,  # 256 × 0.9 = 230.4
+        102,  # 256 × 0.4 = 102.4
+        26,  # 256 × 0.1 = 25.6
+        0,
+    ]
+    # steps of 9: 36, 35 and 34 → 4 steps, 16 → 2, 1 → 1
+    quarter = CapacityAccount(model, _fleet(6, hosts=6), pct, [], "capacity", 0.0, 0.25)
+    assert [w.weight for w in quarter.weights(ids, u_max, u_int, 100.0)] == [
+        256,
+        256,
+        256,
+        128,
+        64,
+        0,
+    ]
+    # a trial: the kept instances' shares are stepped among themselves, the others get 0
+    keep = np.array([False, True, True, True, False, False])
+    trial = CapacityAccount(model, _fleet(6, hosts=6), pct, [], "capacity", 0.0, 0.25)
+    weights = trial.trial_weights(ids, keep, ["i2", "i3", "i4"], u_max, u_int, 100.0)
+    # 35, 34, 16 in steps of 8.75: 4, 4, 2 (16 / 8.75 = 1.83)
+    assert [w.weight for w in weights] == [0, 256, 256, 128, 0, 0]
+
+
 def test_a_scale_out_asks_for_exactly_the_instances_the_shortfall_needs(
     model: CapacityModel,
 ) -> None:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from quell.models.bundle import load_bundle
-from quell.policy.prima.rt_scale import RtScale
+from quell.policy.prima.rt_scale import RtScale, SloScale
 from tests.policy.snapshots import write_bundle
 
 
@@ -58,3 +58,73 @@ def test_only_the_instances_marked_give_ratios(tmp_path: Path) -> None:
     every.update(util, np.full(4, 0.1), [0.06, 0.07, 0.08, 0.2])
     assert every.q_ == pytest.approx(1.025)
     assert every.factor_ == 0.5
+
+
+def slo_scale(tmp_path: Path, **over: float | None) -> SloScale:
+    bundle = load_bundle(write_bundle(tmp_path / "m.json"), None)
+    base = bundle.capacity_model(0.2)
+    kw: dict[str, float | None] = {
+        "window": 3,
+        "step": 0.05,
+        "lo": 0.9,
+        "hi": 1.1,
+        "miss_pct": 10.0,
+        "near": 0.9,
+        "min_samples": 4,
+        "min_util_pct": 5.0,
+        "max_u_int_pct": None,
+    }
+    kw |= over
+    return SloScale(bundle, base, 0.2, **kw)  # type: ignore[arg-type]
+
+
+def test_slo_scale_moves_by_the_near_capacity_miss_rate(tmp_path: Path) -> None:
+    ss = slo_scale(tmp_path)
+    u_max = np.full(4, 40.0)
+    u_int = np.zeros(4)
+    # U 36 (= 0.9 × 40, counted), 36, 30 (below 0.9 U_max: not counted), 4 (below min U)
+    util = np.array([36.0, 36.0, 30.0, 4.0])
+    # 2 counted, none over 0.2 s: fewer than 4 samples, no move
+    ss.update(util, u_max, u_int, [0.1, 0.19, 0.5, 0.5])
+    assert ss.factor_ == 1.0 and ss.miss_rate_ is None
+    # 2 more, none over: 0 % of 4 < 10 % / 2 → up one step, the count starts again
+    ss.update(util, u_max, u_int, [0.1, 0.1, None, None])
+    assert ss.miss_rate_ == 0.0 and ss.factor_ == 1.05 and len(ss.counts_) == 0
+    assert ss.model().target_rt_s == pytest.approx(0.21)
+    # 4 counted, 1 over R_th (0.2 s, not the factor's 0.21): 25 % > 10 % → down one step
+    ss.update(np.full(4, 38.0), u_max, u_int, [0.1, 0.1, 0.1, 0.205])
+    assert ss.miss_rate_ == 25.0 and ss.factor_ == 1.0
+    # 1 over of 4 again: 25 % → 0.95; then four intervals without a miss, each enough alone:
+    # 1.0, 1.05, 1.1, and 1.1 again (the ceiling)
+    ss.update(np.full(4, 38.0), u_max, u_int, [0.1, 0.1, 0.1, 0.3])
+    assert ss.factor_ == 0.95
+    seen = []
+    for _ in range(4):
+        ss.update(np.full(4, 38.0), u_max, u_int, [0.1] * 4)
+        seen.append(ss.factor_)
+    assert seen == [1.0, 1.05, 1.1, 1.1]
+
+
+def test_slo_scale_holds_between_half_and_the_goal_over_its_window(tmp_path: Path) -> None:
+    ss = slo_scale(tmp_path, min_samples=12)
+    u_max, u_int, util = np.full(4, 40.0), np.zeros(4), np.full(4, 38.0)
+    ss.update(util, u_max, u_int, [0.1, 0.1, 0.1, 0.3])  # 1 of 4
+    ss.update(util, u_max, u_int, [0.1] * 4)  # 1 of 8
+    ss.update(util, u_max, u_int, [0.1] * 4)  # 1 of 12 = 8.3 %: within [5, 10] %, no move
+    assert ss.miss_rate_ == pytest.approx(100 / 12) and ss.factor_ == 1.0
+    # the window keeps 3 intervals: the miss leaves it, 0 of 12 → up one step
+    ss.update(util, u_max, u_int, [0.1] * 4)
+    assert ss.miss_rate_ == 0.0 and ss.factor_ == 1.05
+
+
+def test_slo_scale_stays_within_its_bounds_and_skips_neighbours(tmp_path: Path) -> None:
+    ss = slo_scale(tmp_path, max_u_int_pct=2.0, min_samples=2)
+    u_max = np.full(2, 40.0)
+    # the second instance reads a neighbour (U_int 10): only the first counts, and its
+    # misses lower the factor twice, to the floor 0.9, no further
+    for _ in range(6):
+        ss.update(np.full(2, 40.0), u_max, np.array([0.0, 10.0]), [0.3, 0.1])
+    assert ss.factor_ == 0.9
+    for _ in range(20):
+        ss.update(np.full(2, 40.0), u_max, np.array([0.0, 10.0]), [0.1, 0.3])
+    assert ss.factor_ == 1.1

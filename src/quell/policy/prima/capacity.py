@@ -51,6 +51,8 @@ class CapacityAccount:
     initial_hosts : the hosts of the instances the run starts with.
     overload_split : ``capacity`` or ``equal_rt`` (see ``PrimaParams``).
     safety_factor : plan capacity for U × (1 + this).
+    weight_step : round each share to a multiple of this fraction of the largest before it
+        becomes a weight (``None``: as it is); see ``PrimaParams.weight_step``.
     """
 
     def __init__(
@@ -61,8 +63,10 @@ class CapacityAccount:
         initial_hosts: Iterable[str],
         overload_split: Literal["capacity", "equal_rt"],
         safety_factor: float,
+        weight_step: float | None = None,
     ) -> None:
         self.model = model
+        self.weight_step = weight_step
         self.fleet = fleet
         self.probe_util_pct = dict(probe_util_pct)
         self.overload_split = overload_split
@@ -171,7 +175,7 @@ class CapacityAccount:
         shares = self.shares(ids, u_max, u_int, total_u)
         if float(shares.max(initial=0.0)) <= 0:
             shares = np.ones(len(ids))
-        return self.fleet.reweight_many(ids, proportional_array(shares))
+        return self.fleet.reweight_many(ids, proportional_array(self._stepped(shares)))
 
     def trial_weights(
         self,
@@ -187,7 +191,21 @@ class CapacityAccount:
         shares = np.zeros(len(ids))
         kept = self.shares(keep, u_max[keep_mask], u_int[keep_mask], total_u)
         shares[keep_mask] = kept if float(kept.max(initial=0.0)) > 0 else 1.0
-        return self.fleet.reweight_many(ids, proportional_array(shares))
+        return self.fleet.reweight_many(ids, proportional_array(self._stepped(shares)))
+
+    def _stepped(self, shares: FloatArray) -> FloatArray:
+        """With ``weight_step``: each share rounded to the nearest multiple of that fraction of
+        the largest (a positive share to one step at least), so instances of about the same
+        capacity get the same weight; else the shares as they are."""
+        step = self.weight_step
+        top = float(shares.max(initial=0.0))
+        if step is None or top <= 0:
+            return shares
+        unit = step * top
+        stepped: FloatArray = np.where(
+            shares > 0, np.maximum(np.rint(shares / unit), 1.0) * unit, 0.0
+        )
+        return stepped
 
     def new_loads(self, ids: list[str], u_max: FloatArray, total_u: float) -> FloatArray:
         """Each instance's U once the weights ∝ capacity (less its probe) are in force."""

@@ -43,7 +43,7 @@ from quell.policy.prima.inputs import Inputs
 from quell.policy.prima.interval import Interval
 from quell.policy.prima.onset import Onset
 from quell.policy.prima.params import PrimaParams
-from quell.policy.prima.rt_scale import RtScale
+from quell.policy.prima.rt_scale import RtScale, SloScale
 from quell.policy.prima.scale_in import ScaleIn
 from quell.policy.prima.scale_out import ScaleOut
 from quell.policy.window import UtilWindow
@@ -81,6 +81,7 @@ class PrimaPolicy:
             ctx.initial_instances.values(),
             params.overload_split,
             params.safety_factor,
+            params.weight_step,
         )
         self.calibration_ = Calibration(
             self.capacity_, self.account_, target_rt_s, params.calibration_delta, params.calibrate
@@ -101,6 +102,22 @@ class PrimaPolicy:
                 lo=params.rt_scale_min,
                 hi=params.rt_scale_max,
                 min_util_pct=params.rt_scale_min_util_pct,
+            )
+        self.slo_scale_: SloScale | None = None
+        if params.rt_scale == "slo":
+            self.slo_scale_ = SloScale(
+                bundle,
+                self.capacity_,
+                target_rt_s,
+                window=params.rt_scale_window,
+                step=params.rt_scale_step,
+                lo=params.rt_scale_min,
+                hi=params.rt_scale_max,
+                miss_pct=params.rt_scale_miss_pct,
+                near=params.rt_scale_near,
+                min_samples=params.rt_scale_min_samples,
+                min_util_pct=params.rt_scale_min_util_pct,
+                max_u_int_pct=params.rt_scale_max_u_int_pct,
             )
         self.onset_: Onset | None = None
         if params.onset_scale is not None:
@@ -162,6 +179,8 @@ class PrimaPolicy:
         ids, util = seen.ids, seen.util_pct
         if self.rt_scale_ is not None:
             self._use(self.rt_scale_.model())
+        if self.slo_scale_ is not None:
+            self._use(self.slo_scale_.model())
         sf, calibrated = self.calibration_.sf(ids, util, seen.sf_probe, seen.rt_s)
         u_int, u_max = self.capacity_.capacity(util, sf)
         onsets: list[str] = []
@@ -190,6 +209,9 @@ class PrimaPolicy:
             cap = self.params.rt_scale_max_u_int_pct
             use = None if cap is None else u_int.value <= cap
             self.rt_scale_.update(util, rt_now.value, seen.rt_s, use)
+        if self.slo_scale_ is not None:
+            detail |= self.slo_scale_.describe()
+            self.slo_scale_.update(util, u_max.value, u_int.value, seen.rt_s)
         if ids:
             now = Interval(
                 ids, seen.total_util_pct, util, u_max.value, u_int.value, plan.state, detail

@@ -104,3 +104,93 @@ class RtScale:
             "rt_ratio_mean": None if self.q_ is None else round(self.q_, 4),
             "rt_ratio_sd": None if self.s_ is None else round(self.s_, 4),
         }
+
+
+class SloScale:
+    """``rt_scale: slo``: the factor on R_th set by the interval SLO itself. The models give the
+    mean response time of a Poisson stream; the SLO counts interval means, whose scatter at a
+    given U depends on the balancer and the fleet. So instead of a ratio of means, count how
+    often the instances loaded near their planned capacity (``near`` × U_max ≤ U ≤ U_max: an
+    instance past its capacity, before a scale-out, says nothing of the model; no more
+    neighbour load than ``max_u_int_pct`` if given) measure an interval mean above R_th: once
+    the last ``window`` intervals hold ``min_samples`` such instance-intervals, a miss rate above
+    ``miss_pct`` lowers the factor one ``step`` (plan for less), one below half of it raises it
+    one step; the count then starts again under the new factor. Within [``lo``, ``hi``]."""
+
+    def __init__(
+        self,
+        bundle: ModelBundle,
+        base: CapacityModel,
+        target_rt_s: float,
+        *,
+        window: int,
+        step: float,
+        lo: float,
+        hi: float,
+        miss_pct: float,
+        near: float,
+        min_samples: int,
+        min_util_pct: float,
+        max_u_int_pct: float | None,
+    ) -> None:
+        self.bundle = bundle
+        self.target_rt_s = target_rt_s
+        self.window = window
+        self.step = step
+        self.lo = lo
+        self.hi = hi
+        self.miss_pct = miss_pct
+        self.near = near
+        self.min_samples = min_samples
+        self.min_util_pct = min_util_pct
+        self.max_u_int_pct = max_u_int_pct
+        self.counts_: deque[tuple[int, int]] = deque(maxlen=window)
+        """(misses, instance-intervals counted) of each interval since the factor last moved."""
+        self.factor_ = 1.0
+        self.miss_rate_: float | None = None
+        self.models_: dict[float, CapacityModel] = {1.0: base}
+
+    def update(
+        self,
+        util_pct: FloatArray,
+        u_max_pct: FloatArray,
+        u_int_pct: FloatArray,
+        measured_s: list[float | None],
+    ) -> None:
+        """Count this interval's near-capacity instance-intervals and misses, and move the
+        factor when the count is enough."""
+        m = np.array([np.nan if r is None else r for r in measured_s], dtype=float)
+        ok = np.isfinite(m) & (util_pct >= self.min_util_pct)
+        ok &= (u_max_pct > 0) & (util_pct >= self.near * u_max_pct) & (util_pct <= u_max_pct)
+        if self.max_u_int_pct is not None:
+            ok &= u_int_pct <= self.max_u_int_pct
+        self.counts_.append((int(np.count_nonzero(m[ok] > self.target_rt_s)), int(ok.sum())))
+        misses = sum(c[0] for c in self.counts_)
+        n = sum(c[1] for c in self.counts_)
+        if n < self.min_samples:
+            self.miss_rate_ = None
+            return
+        rate = 100.0 * misses / n
+        self.miss_rate_ = rate
+        f = self.factor_
+        if rate > self.miss_pct:
+            f = max(self.lo, f - self.step)
+        elif rate < self.miss_pct / 2:
+            f = min(self.hi, f + self.step)
+        f = round(f, 6)
+        if f != self.factor_:
+            self.factor_ = f
+            self.counts_.clear()
+
+    def model(self) -> CapacityModel:
+        """The capacity model for R_th × the factor in force (built once per factor)."""
+        f = self.factor_
+        if f not in self.models_:
+            self.models_[f] = self.bundle.capacity_model(self.target_rt_s * f)
+        return self.models_[f]
+
+    def describe(self) -> dict[str, object]:
+        return {
+            "rt_scale_factor": self.factor_,
+            "rt_miss_pct": None if self.miss_rate_ is None else round(self.miss_rate_, 3),
+        }
