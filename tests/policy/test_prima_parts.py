@@ -164,6 +164,31 @@ def test_weight_step_gives_instances_of_about_equal_capacity_the_same_weight(
     assert [w.weight for w in weights] == [0, 256, 256, 128, 0, 0]
 
 
+def test_min_room_pct_gives_an_instance_with_a_sliver_of_capacity_no_requests(
+    model: CapacityModel,
+) -> None:
+    ids = ["i1", "i2", "i3"]
+    pct = dict.fromkeys(_fleet(3).hosts, PROBE_PCT)
+    u_max, u_int = np.array([40.0, 6.0, 7.0]), np.zeros(3)
+    # room for requests: 36, 2, 3; below 3 → none (3 itself stays)
+    account = CapacityAccount(model, _fleet(3), pct, [], "capacity", 0.0, None, 3.0)
+    assert account.shares(ids, u_max, u_int, 50.0).tolist() == [36.0, 0.0, 3.0]
+    assert [w.weight for w in account.weights(ids, u_max, u_int, 50.0)] == [
+        256,
+        0,
+        21,  # 256 × 3 / 36 = 21.3
+    ]
+    # the loads once in force: each probe's 4 plus the 38 of requests over 36 and 3
+    assert account.new_loads(ids, u_max, 50.0).tolist() == pytest.approx(
+        [4.0 + 38.0 * 36 / 39, 4.0, 4.0 + 38.0 * 3 / 39]
+    )
+    # the plan still counts every capacity
+    assert account.plan(50.0, u_max, [], []).capacity_sum_pct == 53.0
+    # without it, 2 % of room is a share
+    plain = CapacityAccount(model, _fleet(3), pct, [], "capacity", 0.0)
+    assert plain.shares(ids, u_max, u_int, 50.0).tolist() == [36.0, 2.0, 3.0]
+
+
 def test_a_scale_out_asks_for_exactly_the_instances_the_shortfall_needs(
     model: CapacityModel,
 ) -> None:

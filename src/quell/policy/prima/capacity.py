@@ -53,6 +53,8 @@ class CapacityAccount:
     safety_factor : plan capacity for U × (1 + this).
     weight_step : round each share to a multiple of this fraction of the largest before it
         becomes a weight (``None``: as it is); see ``PrimaParams.weight_step``.
+    min_room_pct : an instance with less capacity than this left for requests gets none
+        (``PrimaParams.min_room_pct``).
     """
 
     def __init__(
@@ -64,9 +66,11 @@ class CapacityAccount:
         overload_split: Literal["capacity", "equal_rt"],
         safety_factor: float,
         weight_step: float | None = None,
+        min_room_pct: float = 0.0,
     ) -> None:
         self.model = model
         self.weight_step = weight_step
+        self.min_room_pct = min_room_pct
         self.fleet = fleet
         self.probe_util_pct = dict(probe_util_pct)
         self.overload_split = overload_split
@@ -143,7 +147,10 @@ class CapacityAccount:
         """Each instance's probe share (``None``: not counted, or a single instance, which
         takes all requests anyway) and the capacity it has left for requests."""
         probe = self.probes(ids) if len(ids) > 1 else None
-        return probe, u_max if probe is None else np.maximum(u_max - probe, 0.0)
+        room = u_max if probe is None else np.maximum(u_max - probe, 0.0)
+        if self.min_room_pct > 0 and len(ids) > 1:
+            room = np.where(room < self.min_room_pct, 0.0, room)
+        return probe, room
 
     # -- the split of the requests -------------------------------------------------------------
     def _equal_rt(self, u_max: FloatArray, total_u: float) -> bool:

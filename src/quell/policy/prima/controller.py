@@ -82,6 +82,7 @@ class PrimaPolicy:
             params.overload_split,
             params.safety_factor,
             params.weight_step,
+            params.min_room_pct,
         )
         self.calibration_ = Calibration(
             self.capacity_, self.account_, target_rt_s, params.calibration_delta, params.calibrate

@@ -129,3 +129,9 @@ class PrimaParams(BaseModel):
     rt_scale_min_samples: Annotated[int, Field(ge=1, le=1_000_000)] = 200
     """With ``rt_scale: slo``: instance-intervals counted (over at most ``rt_scale_window``
     intervals since the factor last moved) before it moves."""
+    min_room_pct: Annotated[float, Field(ge=0, le=100)] = 0.0
+    """An instance with less than this U left for requests (U_max less its probe) gets weight 0
+    (it still counts in ΣU_max): behind a strong neighbour an instance's response time has a
+    floor, the neighbour's queue, that no share lowers, and the model, clamped at its edge,
+    leaves it a few per cent whose few requests miss R_th. 0: every positive capacity gets its
+    share (the paper)."""
