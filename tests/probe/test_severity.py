@@ -50,3 +50,27 @@ def test_probe_samples_weigh_each_interval_by_its_downloads() -> None:
     samples = probe_samples(extras)
     assert samples == [0.125, 0.125, 0.05]
     assert np.mean(samples) == pytest.approx((0.2 + 0.05 + 0.05) / 3)
+
+
+def test_a_jump_in_the_probe_time_starts_the_window_again() -> None:
+    from quell.probe.severity import SeverityEstimator
+    from tests.prima import bundles as sb
+
+    r_iso = sb.R_ISO0 + sb.R_ISO_SLOPE * 20.0  # at U 20 %
+    u = np.array([20.0])
+
+    def feed(est: SeverityEstimator, sfs: list[float]) -> list[float]:
+        out = []
+        for sf in sfs:
+            est.add(["i1"], np.array([r_iso * (1.0 + sf)]), u)
+            out.append(float(est.get(["i1"])[0]))
+        return out
+
+    sfs = [0.1, 0.2, 1.2, 3.0, 2.0, 0.0]
+    jumped = feed(SeverityEstimator(sb.probe_table(), 3, jump=1.0), sfs)
+    # 0.1; mean 0.15; 1 + 1.2 = 2.2 is not above (1 + 0.15) x 2 = 2.3: mean 0.5; 1 + 3.0 = 4.0
+    # is above (1 + 0.5) x 2 = 3.0: the window starts again at 3.0; then 2.5; a fall goes
+    # through the window: (3 + 2 + 0) / 3
+    assert jumped == pytest.approx([0.1, 0.15, 0.5, 3.0, 2.5, 5.0 / 3.0])
+    plain = feed(SeverityEstimator(sb.probe_table(), 3), sfs)
+    assert plain == pytest.approx([0.1, 0.15, 0.5, 4.4 / 3.0, 6.2 / 3.0, 5.0 / 3.0])

@@ -64,9 +64,20 @@ class SeverityEstimator:
     new sample; an instance whose probe did not report keeps its estimate (the probe runs once
     per period, which may be longer than the control interval). With ``window`` = 1 the estimate
     is the last sample. ``fresh_`` names the instances whose probe reported in the last update.
+
+    ``jump`` (``None``: off): a sample whose probe time, relative to R_iso, exceeds the window's
+    by more than the factor 1 + ``jump`` ((1 + SF_sample) > (1 + SF_window)(1 + jump)) starts
+    the window again from that sample: a neighbour that has just arrived is read at once rather
+    than averaged with the samples from before it (a departure still goes through the window).
     """
 
-    def __init__(self, table: ProbeTable, window: int = 1, estimator: str = "mean") -> None:
+    def __init__(
+        self,
+        table: ProbeTable,
+        window: int = 1,
+        estimator: str = "mean",
+        jump: float | None = None,
+    ) -> None:
         if window < 1:
             raise ValueError(f"window must be at least 1, not {window}")
         if estimator not in ("mean", "median"):
@@ -74,6 +85,7 @@ class SeverityEstimator:
         self.table = table
         self.window = window
         self.estimator = estimator
+        self.jump = jump
         self._fresh: Sequence[str] = ()
         self._row: dict[str, int] = {}
         self._samples = np.full((0, window), np.nan)  # ring buffer of R_P / R_iso − 1 per row
@@ -110,6 +122,14 @@ class SeverityEstimator:
         if not ids:
             return sf
         r = self._rows(ids)
+        if self.jump is not None and self.window > 1:
+            before = self._sf[r]
+            jumped = r[
+                (self._seen[r] > 0) & (1.0 + excess_now > (1.0 + before) * (1.0 + self.jump))
+            ]
+            if jumped.size:
+                self._samples[jumped] = np.nan
+                self._seen[jumped] = 0
         self._samples[r, self._seen[r] % self.window] = excess_now
         self._seen[r] += 1
         block = self._samples[r]

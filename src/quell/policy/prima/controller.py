@@ -69,7 +69,9 @@ class PrimaPolicy:
         self.capacity_: CapacityModel = bundle.capacity_model(target_rt_s)
         self.fleet_ = Fleet.from_context(ctx)
         self.inputs_ = Inputs(
-            SeverityEstimator(bundle.probe_table, params.sf_window, params.sf_estimator),
+            SeverityEstimator(
+                bundle.probe_table, params.sf_window, params.sf_estimator, params.sf_jump
+            ),
             UtilWindow(params.util_window) if params.util_window > 1 else None,
             ctx.initial_instances,
             serve_new=params.new_instance_load == "clean",

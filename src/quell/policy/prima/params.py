@@ -135,3 +135,8 @@ class PrimaParams(BaseModel):
     floor, the neighbour's queue, that no share lowers, and the model, clamped at its edge,
     leaves it a few per cent whose few requests miss R_th. 0: every positive capacity gets its
     share (the paper)."""
+    sf_jump: Annotated[float, Field(gt=0, le=100)] | None = None
+    """With ``sf_window`` > 1: a probe sample whose time relative to R_iso exceeds the window's
+    by more than the factor 1 + this starts the window again from it, so a neighbour that has
+    just arrived is read at once, not averaged with the samples from before it
+    (``SeverityEstimator``). ``None``: the window as it is."""
