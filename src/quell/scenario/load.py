@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from quell.core.files import load_yaml
 from quell.core.schema import validation_problems
 from quell.errors import InputError, Problem
+from quell.scenario.attribution import check_attribution
 from quell.scenario.model import Scenario
 
 
@@ -160,14 +161,16 @@ def check_scenario(s: Scenario) -> list[Problem]:
     return problems
 
 
-def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
+def parse_scenario(data: Any, source: str = "<scenario>", base_dir: Path | None = None) -> Scenario:
+    """A checked scenario; ``base_dir``: the scenario's folder, where files it names (the
+    attribution model) are read and checked (``None``: not read)."""
     if not isinstance(data, dict):
         raise InputError(source, [Problem("", "a scenario must be a mapping of keys to values")])
     try:
         scenario = Scenario.model_validate(data)
     except ValidationError as err:
         raise InputError(source, _pydantic_problems(err)) from None
-    problems = check_scenario(scenario)
+    problems = check_scenario(scenario) + check_attribution(scenario, base_dir)
     if problems:
         raise InputError(source, problems)
     return scenario
@@ -176,4 +179,4 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
 def load_scenario(path: Path) -> Scenario:
     """Read a YAML scenario file; raises ``InputError`` naming every problem found (a file
     that cannot be read as YAML is refused by ``quell.core.files.load_yaml``)."""
-    return parse_scenario(load_yaml(path, "file"), str(path))
+    return parse_scenario(load_yaml(path, "file"), str(path), path.parent)

@@ -260,6 +260,16 @@ class Target(StrictModel):
     mean_rt_s: Annotated[float, Field(gt=0, le=600)]
 
 
+class AttributionSpec(StrictModel):
+    """Attribute each instrumented instance's requests at the end of a lab run (Soroban,
+    docs/attribution.md): per request the latency the model gives the provider, with its
+    interval, in ``attribution/<id>.csv.gz`` of the run directory."""
+
+    model: Annotated[str, Field(min_length=1, max_length=4096)]
+    """The attribution model bundle (``quell attribute fit``), relative to the scenario's
+    folder."""
+
+
 class Scenario(StrictModel):
     name: Name
     description: str = ""
@@ -284,6 +294,9 @@ class Scenario(StrictModel):
     target: Target | None = None
     service: ServiceModel | None = None
     """Simulator-only service model; the lab ignores it."""
+    attribution: AttributionSpec | None = None
+    """The lab: attribute the instrumented instances' requests with this model (checked with
+    the scenario: the bundle readable, on records alone, at least one instrumented instance)."""
 
     def phases(self) -> list[tuple[str, float, float]]:
         """(name, start_s, end_s) for each phase: the intervals between named timed events."""
