@@ -4,14 +4,11 @@ request's provider part with its interval, report it (table, plots, HTML)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 import typer
 
 from quell.cli.options import JsonOpt
-
-if TYPE_CHECKING:
-    from quell.attribute.apply import Attribution
 
 attribute_app = typer.Typer(
     help="Attribute each request's latency to the provider (co-located load) or the service."
@@ -258,38 +255,6 @@ def _print_runs(rows: list[tuple[str, dict[str, Any]]]) -> None:
     out_console.print(table)
 
 
-def _write_csv(path: Path, attr: Attribution) -> None:
-    import csv
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(
-            [
-                "request_id",
-                "request_class",
-                "wall_seconds",
-                "excess_seconds",
-                "excess_low_seconds",
-                "excess_high_seconds",
-                "provider_seconds",
-                "service_seconds",
-            ]
-        )
-        for row in zip(
-            attr.request_id.tolist(),
-            attr.request_class.tolist(),
-            attr.wall_seconds.tolist(),
-            attr.excess_seconds.tolist(),
-            attr.low_seconds.tolist(),
-            attr.high_seconds.tolist(),
-            attr.provider_seconds.tolist(),
-            attr.service_seconds.tolist(),
-            strict=True,
-        ):
-            w.writerow(row)
-
-
 @attribute_app.command("predict")
 def predict_command(
     model: ModelArg,
@@ -305,6 +270,7 @@ def predict_command(
     from quell.attribute.apply import attribute
     from quell.attribute.bundle import load_attribution_model
     from quell.cli.console import emit_json
+    from quell.report.attribution import write_attribution_csv
 
     _check_level(level)
     bundle = load_attribution_model(model)
@@ -315,7 +281,7 @@ def predict_command(
         rows.append((run.name, attr.summary()))
         if out is not None:
             target = out if len(runs) == 1 else out / f"{len(rows):02d}-{path.name}.csv"
-            _write_csv(target, attr)
+            write_attribution_csv(target, attr)
     _print_runs(rows)
     if as_json:
         emit_json({"runs": [{"run": n} | s for n, s in rows]})

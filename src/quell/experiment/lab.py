@@ -13,6 +13,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from quell.attribute.bundle import AttributionModel, load_attribution_model
 from quell.errors import ComponentError
 from quell.experiment.run import (
     ProgressFn,
@@ -23,7 +24,9 @@ from quell.experiment.run import (
 )
 from quell.lab.environment import LabEnvironment
 from quell.lab.preflight import preflight
+from quell.report.run_attribution import attribute_run
 from quell.report.summary import summarize
+from quell.scenario.attribution import attribution_model_path
 from quell.scenario.model import Scenario
 from quell.scenario.policy import build_policy, with_policy_balancer
 from quell.signals.cgroup import detect_layout
@@ -67,6 +70,8 @@ def run_lab(
     scenario = with_policy_balancer(scenario)
     preflight(scenario, scenario_path.parent, str(scenario_path))
     policy = build_policy(scenario.policy, scenario, scenario_path.parent)
+    model_path = attribution_model_path(scenario, scenario_path.parent)
+    model = load_attribution_model(model_path) if model_path is not None else None
     raise_fd_limit()
     layout = detect_layout()
     run_dir = new_run_dir(runs_dir, scenario, "lab")
@@ -90,4 +95,21 @@ def run_lab(
                     partial = summarize(store)
                     (run_dir / "summary.json").write_text(json.dumps(partial, indent=2) + "\n")
             store.close()
+    if model is not None and summary is not None:
+        summary = attribute_lab_run(run_dir, scenario, model, summary)
+    return summary
+
+
+def attribute_lab_run(
+    run_dir: Path, scenario: Scenario, model: AttributionModel, summary: dict[str, Any]
+) -> dict[str, Any]:
+    """The scenario's ``attribution``: each instrumented instance's requests attributed into
+    ``attribution/<id>.csv.gz``, their summary under ``attribution`` in the run's summary (and
+    summary.json), what failed under ``attribution_errors``."""
+    ids = [i.id for i in scenario.instances if i.instrument]
+    done, errors = attribute_run(run_dir, ids, model)
+    for e in errors:
+        log.error("%s", e)
+    summary = summary | {"attribution": done} | ({"attribution_errors": errors} if errors else {})
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary

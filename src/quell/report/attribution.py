@@ -4,8 +4,11 @@ and a self-contained HTML page."""
 
 from __future__ import annotations
 
+import csv
+import gzip
+import io
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
 from pathlib import Path
@@ -14,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from quell.attribute.apply import Attribution
+from quell.errors import InputError, Problem
 from quell.report.plots import save_figure
 
 MS = 1e3
@@ -73,9 +77,16 @@ def heatmap_grid(cells: Sequence[Cell]) -> tuple[list[float], list[float], np.nd
 
 
 def plot_heatmap(
-    cells: Sequence[Cell], path: Path, row_label: str, column_label: str, title: str
+    cells: Sequence[Cell],
+    path: Path,
+    row_label: str,
+    column_label: str,
+    title: str,
+    row_names: Mapping[float, str] | None = None,
+    column_names: Mapping[float, str] | None = None,
 ) -> Path:
-    """The Fig. 3 heatmap: each cell's provider-attributed p99 in ms."""
+    """The Fig. 3 heatmap: each cell's provider-attributed p99 in ms. ``row_names`` and
+    ``column_names`` label the rows' and columns' values (default: the values)."""
     from matplotlib.figure import Figure
 
     rows, cols, grid = heatmap_grid(cells)
@@ -89,14 +100,87 @@ def plot_heatmap(
                 color = "white" if grid[i, j] > 0.6 * high else "black"
                 text = f"{grid[i, j] * MS:.1f}"
                 ax.text(j, i, text, ha="center", va="center", fontsize=9, color=color)
-    ax.set_xticks(range(len(cols)), [f"{c:g}" for c in cols])
-    ax.set_yticks(range(len(rows)), [f"{r:g}" for r in rows])
+    ax.set_xticks(range(len(cols)), [(column_names or {}).get(c, f"{c:g}") for c in cols])
+    ax.set_yticks(range(len(rows)), [(row_names or {}).get(r, f"{r:g}") for r in rows])
     ax.set_xlabel(column_label)
     ax.set_ylabel(row_label)
     ax.set_title(title)
     fig.colorbar(image, ax=ax, label="ms")
     fig.tight_layout()
     return save_figure(fig, path)
+
+
+ATTRIBUTION_COLUMNS: tuple[str, ...] = (
+    "request_id",
+    "request_class",
+    "wall_seconds",
+    "excess_seconds",
+    "excess_low_seconds",
+    "excess_high_seconds",
+    "provider_seconds",
+    "service_seconds",
+)
+"""The per-request attribution file's columns (``quell attribute predict --out``, a lab run's
+``attribution/<id>.csv.gz``)."""
+
+
+def write_attribution_csv(path: Path, attr: Attribution) -> Path:
+    """Each request's attribution as CSV at ``path``, gzip-compressed (with mtime 0, so the
+    same attribution writes the same bytes) when the name ends in ``.gz``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = io.StringIO(newline="")
+    w = csv.writer(text)
+    w.writerow(ATTRIBUTION_COLUMNS)
+    w.writerows(
+        zip(
+            attr.request_id.tolist(),
+            attr.request_class.tolist(),
+            attr.wall_seconds.tolist(),
+            attr.excess_seconds.tolist(),
+            attr.low_seconds.tolist(),
+            attr.high_seconds.tolist(),
+            attr.provider_seconds.tolist(),
+            attr.service_seconds.tolist(),
+            strict=True,
+        )
+    )
+    data = text.getvalue().encode()
+    if path.name.endswith(".gz"):
+        data = gzip.compress(data, mtime=0)
+    path.write_bytes(data)
+    return path
+
+
+def read_attribution_csv(path: Path) -> Attribution:
+    """An attribution file written by ``write_attribution_csv``; a damaged one raises
+    ``InputError`` naming it."""
+    try:
+        raw = path.read_bytes()
+        text = gzip.decompress(raw).decode() if path.name.endswith(".gz") else raw.decode()
+    except (OSError, EOFError, UnicodeDecodeError) as exc:
+        raise InputError(str(path), [Problem("", f"unreadable: {exc}")]) from None
+    rows = list(csv.reader(io.StringIO(text, newline="")))
+    if not rows or tuple(rows[0]) != ATTRIBUTION_COLUMNS:
+        expected = ", ".join(ATTRIBUTION_COLUMNS)
+        raise InputError(str(path), [Problem("header", f"not {expected}")])
+    body = rows[1:]
+    if any(len(r) != len(ATTRIBUTION_COLUMNS) for r in body):
+        raise InputError(str(path), [Problem("", "a row with the wrong number of fields")])
+    cols = list(zip(*body, strict=True)) if body else [()] * len(ATTRIBUTION_COLUMNS)
+    try:
+        floats = [np.asarray(c, dtype=np.float64) for c in cols[2:]]
+        request_id = np.asarray(cols[0], dtype=np.int64)
+    except ValueError as exc:
+        raise InputError(str(path), [Problem("", f"not a number: {exc}")]) from None
+    return Attribution(
+        request_id=request_id,
+        request_class=np.asarray(cols[1], dtype=np.str_),
+        wall_seconds=floats[0],
+        excess_seconds=floats[1],
+        low_seconds=floats[2],
+        high_seconds=floats[3],
+        provider_seconds=floats[4],
+    )
 
 
 SUMMARY_COLUMNS: tuple[tuple[str, str], ...] = (

@@ -122,6 +122,27 @@ def _decisions_section(
     )
 
 
+def _attribution_section(summary: dict[str, Any]) -> str:
+    """Per instrumented instance, its latency and the part attributed to the provider."""
+    from quell.report.attribution import SUMMARY_COLUMNS, summary_cells
+
+    attribution = summary.get("attribution")
+    if not attribution:
+        return ""
+    head = "".join(f"<th>{escape(h)}</th>" for h, _ in SUMMARY_COLUMNS)
+    body = "".join(
+        f"<tr><td>{escape(iid)}</td>"
+        + "".join(f'<td class="num">{escape(c)}</td>' for c in summary_cells(s))
+        + "</tr>"
+        for iid, s in attribution.items()
+    )
+    return (
+        "<h2>Latency attribution</h2><p>Per request, the latency the scenario's attribution "
+        "model gives the provider (co-located load); latencies in ms.</p>"
+        f"<table><thead><tr><th>instance</th>{head}</tr></thead><tbody>{body}</tbody></table>"
+    )
+
+
 def render_html(
     summary: dict[str, Any],
     plots: Sequence[tuple[str, Path]],
@@ -163,6 +184,7 @@ def render_html(
 {warn}
 <h2>Phases</h2>
 {tables}
+{_attribution_section(summary)}
 <h2>Plots</h2>
 {imgs}
 <h2>Events</h2>

@@ -11,6 +11,7 @@ from typing import Any
 from quell.errors import InputError, Problem
 from quell.report.html import render_html
 from quell.report.plots import write_plots
+from quell.report.run_attribution import write_run_plots
 from quell.report.summary import summarize
 from quell.store.run import RunStore
 
@@ -41,6 +42,15 @@ def _target_rt_s(meta: dict[str, Any]) -> float | None:
     return float(rt) if isinstance(rt, (int, float)) else None
 
 
+def _first_sends(requests: dict[str, Any]) -> dict[str, float]:
+    """When each server was sent its first request, on the run's clock."""
+    out: dict[str, float] = {}
+    for send_s, server in zip(requests["send_s"], requests["server"], strict=True):
+        if server and server not in out:  # sorted by send_s
+            out[str(server)] = float(send_s)
+    return out
+
+
 def render_report(run_dir: Path) -> tuple[dict[str, Any], Path]:
     """Write ``RUN_DIR/report/`` (three PNGs and ``index.html``); returns (summary, report dir)."""
     if not run_dir.exists():
@@ -55,6 +65,7 @@ def render_report(run_dir: Path) -> tuple[dict[str, Any], Path]:
         observations = store.observations()
         events = store.events()
         log = store.decision_log()
+        requests = store.request_arrays()
     except sqlite3.DatabaseError as exc:
         raise _bad(run_dir, f"unreadable run store: {exc}") from None
     except (ValueError, TypeError) as exc:  # JSONDecodeError is a ValueError
@@ -73,6 +84,12 @@ def render_report(run_dir: Path) -> tuple[dict[str, Any], Path]:
             _target_rt_s(meta),
             [(t, a) for t, _, _, a, _ in log],
         )
+        attribution, attribution_plots = write_run_plots(
+            run_dir, out_dir, phases, _first_sends(requests)
+        )
+        if attribution:
+            summary = summary | {"attribution": attribution}
+        plots = [*plots, *attribution_plots]
         decisions = [(t, p, r, a) for t, p, r, a, _ in log]
         details = [d for *_, d in log]
         page = render_html(summary, plots, events, decisions, out_dir, details)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from quell.core.observation import STEAL_SUSPECT_PCT
@@ -102,3 +103,22 @@ def print_summary(summary: dict[str, Any], console: Console) -> None:
         for row in phase_rows(phase):
             table.add_row(*row)
         console.print(table)
+    attribution = summary.get("attribution")
+    if attribution:
+        console.print(attribution_table(attribution))
+    for e in summary.get("attribution_errors", []):
+        console.print(f"[yellow]{escape(str(e))}[/]", highlight=False)
+
+
+def attribution_table(attribution: dict[str, dict[str, Any]]) -> Table:
+    """Per instrumented instance: its requests' latency and the part attributed to the
+    provider (ms), and the provider's share of the total."""
+    from quell.report.attribution import SUMMARY_COLUMNS, summary_cells
+
+    table = Table(title="latency and its provider part (ms)", title_justify="left")
+    table.add_column("instance")
+    for h, _ in SUMMARY_COLUMNS:
+        table.add_column(h.replace("provider ", "prov. "), justify="right")
+    for iid, s in attribution.items():
+        table.add_row(escape(iid), *summary_cells(s))
+    return table

@@ -1,0 +1,71 @@
+"""A lab run that asks for attribution (the scenario's ``attribution`` option): an instrumented
+lighttpd, the committed model, a few seconds of load with a CPU hog for the second half; the
+run directory then holds one attribution row per request of the records, and the run report
+its plots."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from quell.experiment.lab import run_lab
+from quell.instrument.log import CSV_NAME, read_records
+from quell.report.attribution import read_attribution_csv
+from quell.report.render import render_report
+from quell.report.run_attribution import attribution_file
+from quell.scenario import load_scenario
+from tests.lab.leftovers import leftovers, run_tag
+
+pytestmark = pytest.mark.lab
+
+MODEL = Path(__file__).resolve().parents[2] / "scenarios" / "attribution" / "model.json"
+SCENARIO = f"""
+name: attribution-smoke
+seed: 3
+duration_s: 6
+interval_s: 1
+initial_phase: alone
+hosts:
+  - {{id: h1, cpus: [0]}}
+instances:
+  - {{id: web, host: h1, server: lighttpd, instrument: true}}
+files:
+  - {{path: /static, size_bytes: 4096}}
+  - {{path: /php, size_bytes: 65536}}
+workload:
+  arrival: {{process: poisson, rate_rps: 50}}
+  requests:
+    - {{path: /static, weight: 7}}
+    - {{path: /php, weight: 3}}
+  cpus: [1]
+  timeout_s: 5
+antagonists:
+  - {{id: hog, kind: stress-ng, host: h1, stressor: cpu, workers: 1}}
+events:
+  - {{at_s: 3, phase: hog, start: [hog]}}
+attribution:
+  model: {MODEL}
+"""
+
+
+def test_a_lab_run_attributes_every_request_and_reports_it(tmp_path: Path) -> None:
+    path = tmp_path / "attribution-smoke.yaml"
+    path.write_text(SCENARIO)
+    summary = run_lab(load_scenario(path), path, tmp_path / "runs")
+    run_dir = Path(summary["run_dir"])
+    records = read_records(run_dir / "instrument" / "web" / CSV_NAME)
+    requests = records[records["request_id"] >= 0]
+    attr = read_attribution_csv(attribution_file(run_dir, "web"))
+    # one attribution row per request of the records, none for the health checks
+    assert len(requests) >= 150
+    assert sorted(attr.request_id.tolist()) == sorted(requests["request_id"].tolist())
+    assert summary["attribution"]["web"]["requests"] == len(requests)
+    assert "attribution_errors" not in summary
+    assert 0.0 <= summary["attribution"]["web"]["provider_share"] <= 1.0
+    # the run report reads it back: the table, the per-request plot, the phase × load heatmap
+    report, out = render_report(run_dir)
+    assert report["attribution"]["web"]["requests"] == len(requests)
+    assert (out / "attribution-web.png").is_file()
+    assert (out / "attribution-heatmap-web.png").is_file()
+    assert not any(leftovers(run_tag(run_dir)).values())
