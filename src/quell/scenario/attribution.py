@@ -4,11 +4,13 @@ instrumented instances' requests with, checked with the rest of the scenario."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from quell.attribute.bundle import AttributionModel, load_attribution_model
-from quell.attribute.features import BASE_FEATURES
 from quell.errors import InputError, Problem
 from quell.scenario.model import Scenario
+
+if TYPE_CHECKING:
+    from quell.attribute.bundle import AttributionModel
 
 KEY = "attribution.model"
 CLASS_BYTES = 47
@@ -35,6 +37,8 @@ def check_attribution(scenario: Scenario, base_dir: Path | None) -> list[Problem
     ``base_dir`` ``None`` the bundle is not read."""
     if scenario.attribution is None:
         return []
+    from quell.attribute.bundle import load_attribution_model  # numpy, scipy: only when asked
+
     problems: list[Problem] = []
     if not any(i.instrument for i in scenario.instances):
         message = "needs at least one instance with instrument: true"
@@ -53,6 +57,8 @@ def check_attribution(scenario: Scenario, base_dir: Path | None) -> list[Problem
 
 
 def _fits_the_lab(scenario: Scenario, bundle: AttributionModel, path: Path) -> list[Problem]:
+    from quell.attribute.features import BASE_FEATURES
+
     problems: list[Problem] = []
     needs = [f for f in bundle.features if f not in BASE_FEATURES]
     if needs:
