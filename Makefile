@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 # the consolidation lab runs its own clusters on tmpfs (quell.lab.postgres).
 SYSTEM_PACKAGES := gcc libc6-dev haproxy lighttpd nginx apache2 php8.2-fpm httperf wrk stress-ng iperf3 fio \
 	sysstat iproute2 procps psmisc util-linux prometheus clamav \
-	postgresql postgresql-contrib php8.2-pgsql
+	postgresql postgresql-contrib php8.2-pgsql clang llvm libbpf-dev bpftool
 
 NATIVE := src/quell/instrument/c
 NATIVE_OUT := $(NATIVE)/build
@@ -46,7 +46,7 @@ $(STAMP): pyproject.toml
 
 # The per-request instrumentation: the quelltoken library (quell.instrument.token loads it),
 # the same with the LD_PRELOAD shims for lighttpd and php-fpm (the lab's `instrument: true`).
-native: $(NATIVE_OUT)/libquelltoken.so $(NATIVE_OUT)/libquell_lighttpd.so $(NATIVE_OUT)/libquell_phpfpm.so
+native: $(NATIVE_OUT)/libquelltoken.so $(NATIVE_OUT)/libquell_lighttpd.so $(NATIVE_OUT)/libquell_phpfpm.so bpf
 $(NATIVE_OUT)/libquelltoken.so: $(NATIVE)/quelltoken.c $(NATIVE)/quelltoken.h
 	@mkdir -p $(NATIVE_OUT)
 	$(CC) $(NATIVE_CFLAGS) -shared -o $@ $(NATIVE)/quelltoken.c
@@ -56,6 +56,24 @@ $(NATIVE_OUT)/libquell_lighttpd.so: $(NATIVE)/quell_lighttpd.c $(NATIVE)/quellto
 $(NATIVE_OUT)/libquell_phpfpm.so: $(NATIVE)/quell_phpfpm.c $(NATIVE)/quelltoken.c $(NATIVE)/quelltoken.h
 	@mkdir -p $(NATIVE_OUT)
 	$(CC) $(NATIVE_CFLAGS) -shared -o $@ $(NATIVE)/quell_phpfpm.c $(NATIVE)/quelltoken.c -ldl
+
+# The optional eBPF run-queue split (quell.instrument.bpf): built only where clang and bpftool
+# are present; vmlinux.h comes from the running kernel's BTF into the untracked build dir.
+BPF := src/quell/instrument/bpf
+BPF_OUT := $(BPF)/build
+BPF_ARCH := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
+.PHONY: bpf
+bpf:
+	@if ! command -v clang >/dev/null || ! command -v bpftool >/dev/null; then \
+	  echo "quell: skipping the eBPF run-queue split (needs clang and bpftool; optional)"; \
+	elif [ ! -r /sys/kernel/btf/vmlinux ]; then \
+	  echo "quell: skipping the eBPF run-queue split (the kernel has no BTF at /sys/kernel/btf/vmlinux)"; \
+	else $(MAKE) --no-print-directory $(BPF_OUT)/rqwait.bpf.o; fi
+$(BPF_OUT)/vmlinux.h:
+	@mkdir -p $(BPF_OUT)
+	bpftool btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp && mv $@.tmp $@
+$(BPF_OUT)/rqwait.bpf.o: $(BPF)/rqwait.bpf.c $(BPF)/rqwait.h $(BPF_OUT)/vmlinux.h
+	clang -O2 -g -Wall -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -I$(BPF_OUT) -I$(BPF) -c $< -o $@
 
 demo: install
 	$(VENV)/bin/quell lab compare scenarios/prima/demo.yaml --runs-dir runs
@@ -85,4 +103,4 @@ results: python
 	  --out docs/results/consolidation.md --figures docs/img/consolidation
 
 clean:
-	rm -rf $(VENV) build $(NATIVE_OUT) src/*.egg-info .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) build $(NATIVE_OUT) $(BPF_OUT) src/*.egg-info .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,169 @@
+// SPDX-License-Identifier: GPL-2.0
+/* rqwait.bpf.c: each thread's run-queue wait, split by the cgroup that held the CPU while it
+ * waited, and the preemptions of each thread by tasks of another cgroup.
+ *
+ * Every CPU keeps the cumulative on-CPU ns of up to RQ_NSLOT cgroups (charged at each
+ * sched_switch to the task that leaves). A task that becomes runnable (sched_wakeup,
+ * sched_wakeup_new, or preempted while still runnable) snapshots its CPU's counters; when it gets
+ * a CPU back, the difference is its wait, split by cgroup. A wait that ends on another CPU (a
+ * migration) is charged whole to the task that last ran there. The cgroup id is the v1 "cpu"
+ * hierarchy's (use_cgroup_v2 = 0) or cgroup2's; either equals the inode number of the cgroup's
+ * directory. target_tgid != 0 restricts the per-thread records to one process (the per-CPU
+ * accounting always covers every task). Built by `make native` with clang -target bpf against
+ * the running kernel's BTF (CO-RE); loaded by quell.instrument.bpf. */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "rqwait.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+const volatile int use_cgroup_v2 = 0;
+const volatile unsigned int target_tgid = 0;
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, RQ_MAX_CPUS);
+    __type(key, u32);
+    __type(value, struct rq_cpu_acc);
+} cpu_acc SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, 16384);
+    __type(key, u32);
+    __type(value, struct rq_wait_start);
+} wstart SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, 65536);
+    __type(key, struct rq_key);
+    __type(value, struct rq_val);
+} waits SEC(".maps");
+
+static __always_inline u64 task_cg(struct task_struct *t)
+{
+    if (use_cgroup_v2)
+        return BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
+    int id = bpf_core_enum_value(enum cgroup_subsys_id, cpu_cgrp_id);
+    if (id < 0 || id >= 16)
+        return 0;
+    struct cgroup_subsys_state *css = BPF_CORE_READ(t, cgroups, subsys[id]);
+    return BPF_CORE_READ(css, cgroup, kn, id);
+}
+
+static __always_inline int wanted(struct task_struct *p)
+{
+    return !target_tgid || BPF_CORE_READ(p, tgid) == target_tgid;
+}
+
+static __always_inline void enqueued(struct task_struct *p, u32 cpu, u64 now)
+{
+    u32 tid = BPF_CORE_READ(p, pid);
+    if (!tid || !wanted(p))
+        return;
+    struct rq_cpu_acc *a = bpf_map_lookup_elem(&cpu_acc, &cpu);
+    if (!a)
+        return;
+    struct rq_wait_start ws = {.ts = now, .cpu = cpu};
+    for (int i = 0; i < RQ_NSLOT; i++)
+        ws.snap[i] = a->run[i];
+    bpf_map_update_elem(&wstart, &tid, &ws, BPF_ANY);
+}
+
+static __always_inline struct rq_val *slot(u32 tid, u32 tgid, u64 cg, u64 victim_cg)
+{
+    struct rq_key k = {.tid = tid, .culprit_cg = cg};
+    struct rq_val *v = bpf_map_lookup_elem(&waits, &k);
+    if (v)
+        return v;
+    struct rq_val z = {.victim_cg = victim_cg, .tgid = tgid};
+    bpf_map_update_elem(&waits, &k, &z, BPF_NOEXIST);
+    return bpf_map_lookup_elem(&waits, &k);
+}
+
+static __always_inline void add_wait(u32 tid, u32 tgid, u64 cg, u64 ns, u64 victim_cg, int migrated)
+{
+    struct rq_val *v = slot(tid, tgid, cg, victim_cg);
+    if (!v)
+        return;
+    __sync_fetch_and_add(&v->wait_ns, ns);
+    __sync_fetch_and_add(&v->waits, 1);
+    if (migrated)
+        __sync_fetch_and_add(&v->migrated, 1);
+}
+
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(on_wakeup, struct task_struct *p)
+{
+    u32 cpu = bpf_core_field_exists(p->thread_info.cpu) ? BPF_CORE_READ(p, thread_info.cpu)
+                                                        : BPF_CORE_READ(p, wake_cpu);
+    enqueued(p, cpu, bpf_ktime_get_ns());
+    return 0;
+}
+
+SEC("tp_btf/sched_wakeup_new")
+int BPF_PROG(on_wakeup_new, struct task_struct *p)
+{
+    u32 cpu = bpf_core_field_exists(p->thread_info.cpu) ? BPF_CORE_READ(p, thread_info.cpu)
+                                                        : BPF_CORE_READ(p, wake_cpu);
+    enqueued(p, cpu, bpf_ktime_get_ns());
+    return 0;
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+    u64 now = bpf_ktime_get_ns();
+    u32 cpu = bpf_get_smp_processor_id();
+    struct rq_cpu_acc *a = bpf_map_lookup_elem(&cpu_acc, &cpu);
+    if (!a)
+        return 0;
+    u64 prev_cg = task_cg(prev);
+    if (a->last_ts) { /* charge [last switch, now) to prev's cgroup slot */
+        u64 d = now - a->last_ts;
+        int done = 0;
+        for (int i = 0; i < RQ_NSLOT - 1; i++)
+            if (!done && (a->cg[i] == prev_cg || !a->cg[i])) {
+                a->cg[i] = prev_cg;
+                a->run[i] += d;
+                done = 1;
+            }
+        if (!done) {
+            a->cg[RQ_NSLOT - 1] = RQ_OVERFLOW_CG;
+            a->run[RQ_NSLOT - 1] += d;
+        }
+    }
+    a->last_ts = now;
+    if (BPF_CORE_READ(prev, __state) == 0) { /* preempted, still runnable */
+        enqueued(prev, cpu, now);
+        u32 ptid = BPF_CORE_READ(prev, pid);
+        u64 next_cg = task_cg(next);
+        if (ptid && next_cg != prev_cg && wanted(prev)) {
+            struct rq_val *v = slot(ptid, BPF_CORE_READ(prev, tgid), next_cg, prev_cg);
+            if (v)
+                __sync_fetch_and_add(&v->preemptions, 1);
+        }
+    }
+    u32 tid = BPF_CORE_READ(next, pid);
+    if (!tid)
+        return 0;
+    struct rq_wait_start *ws = bpf_map_lookup_elem(&wstart, &tid);
+    if (!ws)
+        return 0;
+    u64 total = now - ws->ts, victim_cg = task_cg(next);
+    u32 tgid = BPF_CORE_READ(next, tgid);
+    if (ws->cpu != cpu) {
+        add_wait(tid, tgid, prev_cg, total, victim_cg, 1);
+    } else {
+        for (int i = 0; i < RQ_NSLOT; i++) {
+            u64 d = a->run[i] - ws->snap[i];
+            if (d && d <= total)
+                add_wait(tid, tgid, a->cg[i], d, victim_cg, 0);
+        }
+    }
+    bpf_map_delete_elem(&wstart, &tid);
+    return 0;
+}

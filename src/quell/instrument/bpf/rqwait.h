@@ -1,0 +1,46 @@
+/* rqwait.h: the maps shared by rqwait.bpf.c and its loader (quell.instrument.bpf decodes them
+ * with struct layouts that must match these; every field is a 64-bit or 32-bit integer, so the
+ * layout has no padding surprises). */
+#ifndef QUELL_RQWAIT_H
+#define QUELL_RQWAIT_H
+
+#define RQ_NSLOT 8          /* cgroup slots per CPU; the last one collects "any other cgroup" */
+#define RQ_OVERFLOW_CG (~0ULL) /* the id charged when a CPU saw more than RQ_NSLOT-1 cgroups */
+#define RQ_MAX_CPUS 64
+
+/* per CPU: cumulative on-CPU ns per cgroup slot, since the program attached */
+struct rq_cpu_acc {
+    unsigned long long last_ts;
+    unsigned long long cg[RQ_NSLOT];
+    unsigned long long run[RQ_NSLOT];
+};
+
+/* per runnable TID: when it became runnable, where, and the CPU's counters then */
+struct rq_wait_start {
+    unsigned long long ts;
+    unsigned long long snap[RQ_NSLOT];
+    unsigned int cpu;
+    unsigned int pad;
+};
+
+/* key of the result map: a thread and the cgroup charged (the culprit) */
+struct rq_key {
+    unsigned int tid;
+    unsigned int pad;
+    unsigned long long culprit_cg;
+};
+
+/* value: run-queue wait charged to culprit_cg, the waits it took part in, the waits that ended
+ * on another CPU (charged whole to the last runner there), and the times a task of culprit_cg
+ * took the CPU while this thread was still runnable (a preemption) */
+struct rq_val {
+    unsigned long long wait_ns;
+    unsigned long long waits;
+    unsigned long long victim_cg;
+    unsigned long long migrated;
+    unsigned long long preemptions;
+    unsigned int tgid;
+    unsigned int pad;
+};
+
+#endif
