@@ -7,8 +7,8 @@
  * sched_wakeup_new, or preempted while still runnable) snapshots its CPU's counters; when it gets
  * a CPU back, the difference is its wait, split by cgroup. A wait that ends on another CPU (a
  * migration) is charged whole to the task that last ran there. The cgroup id is the v1 "cpu"
- * hierarchy's (use_cgroup_v2 = 0) or cgroup2's; either equals the inode number of the cgroup's
- * directory. target_tgid != 0 restricts the per-thread records to one process (the per-CPU
+ * hierarchy's (rq_config.use_cgroup_v2 = 0) or cgroup2's; either equals the inode number of the cgroup's
+ * directory. rq_config.target_tgid != 0 restricts the per-thread records to one process (the per-CPU
  * accounting always covers every task). Built by `make native` with clang -target bpf against
  * the running kernel's BTF (CO-RE); loaded by quell.instrument.bpf. */
 #include "vmlinux.h"
@@ -19,8 +19,8 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
-const volatile int use_cgroup_v2 = 0;
-const volatile unsigned int target_tgid = 0;
+/* the program's only read-only global, so the loader finds it at offset 0 of .rodata */
+const volatile struct rq_config rq_config = {};
 
 struct {
     __uint(type, BPF_MAP_TYPE_ARRAY);
@@ -45,7 +45,7 @@ struct {
 
 static __always_inline u64 task_cg(struct task_struct *t)
 {
-    if (use_cgroup_v2)
+    if (rq_config.use_cgroup_v2)
         return BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
     int id = bpf_core_enum_value(enum cgroup_subsys_id, cpu_cgrp_id);
     if (id < 0 || id >= 16)
@@ -56,7 +56,7 @@ static __always_inline u64 task_cg(struct task_struct *t)
 
 static __always_inline int wanted(struct task_struct *p)
 {
-    return !target_tgid || BPF_CORE_READ(p, tgid) == target_tgid;
+    return !rq_config.target_tgid || BPF_CORE_READ(p, tgid) == rq_config.target_tgid;
 }
 
 static __always_inline void enqueued(struct task_struct *p, u32 cpu, u64 now)

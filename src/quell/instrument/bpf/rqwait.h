@@ -8,6 +8,13 @@
 #define RQ_OVERFLOW_CG (~0ULL) /* the id charged when a CPU saw more than RQ_NSLOT-1 cgroups */
 #define RQ_MAX_CPUS 64
 
+/* set by the loader before the program loads: the cgroup hierarchy, and the one process whose
+ * threads are recorded (0: every thread) */
+struct rq_config {
+    int use_cgroup_v2;
+    unsigned int target_tgid;
+};
+
 /* per CPU: cumulative on-CPU ns per cgroup slot, since the program attached */
 struct rq_cpu_acc {
     unsigned long long last_ts;
