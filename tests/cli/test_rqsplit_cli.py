@@ -23,6 +23,8 @@ def test_a_missing_command_or_process_is_refused() -> None:
         run_quell("attribute", "rqsplit", "--", "/nonexistent/quell-cmd"),
         "'/nonexistent/quell-cmd' is not an executable",
     )
+    # pid_max is at most 2**22 on Linux
+    assert_refused(run_quell("attribute", "rqsplit", "--pid", str(2**22 + 1)), "no process")
 
 
 def test_the_program_not_built_exits_2_saying_so(
