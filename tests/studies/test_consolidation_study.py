@@ -67,6 +67,34 @@ def test_repeated_values_and_a_quantum_longer_than_the_period_are_refused(
     ]
 
 
+def test_a_competitor_is_its_own_point_in_the_lab_and_refused_by_the_simulator(
+    tmp_path: Path,
+) -> None:
+    path = spec(
+        tmp_path,
+        SMOKE.replace(
+            "ctp: [false, true]", "competitor_cpu_pct: [0, 100]\ncompetitor_idle: [false, true]"
+        ),
+    )
+    study = load_study(path)
+    keys = sorted({p.key for p in study.points("lab")})
+    assert keys[:3] == [
+        "cap100-100_const20_inc0_I1",
+        "cap100-100_const20_inc0_I1-idlespin100",
+        "cap100-100_const20_inc0_I1-spin100",
+    ]
+    assert len(keys) == 2 * 2 * 3  # caps, Sys_Inc users, none / spinner / idle spinner
+    with pytest.raises(InputError) as exc:
+        study.points("sim")
+    assert [p.location for p in exc.value.problems] == ["competitor_cpu_pct"]
+    assert exc.value.source == str(path)
+    with pytest.raises(InputError, match="no third process"):
+        sim_measure(study.spec.sim)(study.points("lab")[1], tmp_path / "run")
+    twice = SMOKE.replace("ctp: [false, true]", "competitor_cpu_pct: [50, 50]")
+    with pytest.raises(InputError, match=r"competitor_cpu_pct: 50\.0 appears twice"):
+        load_study(spec(tmp_path, twice))
+
+
 def test_bad_spec_and_lab_without_its_half_exit_2_with_a_message(tmp_path: Path) -> None:
     bad = spec(tmp_path, "name: x\n")
     assert_refused(run_quell("study", "consolidation", bad), str(bad), "required key is missing")

@@ -96,6 +96,9 @@ DB_SHARES = 10 * 1024
 times a root-group task's, so that while the tiers want CPU 1 the machine's other processes
 (this lab shares its machine) get little of it; they still run whenever the tiers are idle or
 throttled."""
+IDLE_SHARES = 2
+"""A competitor's ``cpu.shares`` at the lowest weight: it gets the core only when both tiers
+leave it (CFS still gives it a sliver while they run; at 2 against 10240, about 0.02 %)."""
 PG_PORTS = {"const": 15433, "inc": 15434}
 WEB_PORTS = {"const": 18081, "inc": 18082}
 LB_PORTS = {"const": 18091, "inc": 18092}
@@ -354,6 +357,8 @@ class ConsolidationLab:
         start_at = time.monotonic() + 1.0
         gens: dict[str, Managed] = {}
         logs: dict[str, Path] = {}
+        if point.competitor_cpu_pct > 0:
+            gens["competitor"] = self._start_competitor(point, duration_s)
         for system in SYSTEMS:
             users = getattr(point, system).users
             if users == 0:
@@ -389,8 +394,8 @@ class ConsolidationLab:
             window = self._sample_window(point, start_at, say)
             say("waiting for the users to stop")
             hard_stop = start_at + duration_s + REQUEST_TIMEOUT_S + 5.0
-            for proc in gens.values():
-                while proc.alive() and time.monotonic() < hard_stop:
+            for name, proc in gens.items():
+                while name != "competitor" and proc.alive() and time.monotonic() < hard_stop:
                     self.check_alive()
                     time.sleep(0.1)
         finally:
@@ -414,6 +419,7 @@ class ConsolidationLab:
             "cpu1_other_pct": round(window.cpu1_other_pct, 2),
             "front_cpu_pct": round(window.group_pct["front"], 2),
             "client_cpu_pct": round(window.group_pct["client"], 2),
+            "competitor_cpu_pct": round(window.group_pct.get("competitor", 0.0), 2),
             "errors": {
                 s: _errors(_read_requests(logs.get(s)), point.ramp_seconds, point.measure_seconds)
                 for s in SYSTEMS
@@ -443,11 +449,33 @@ class ConsolidationLab:
             f"CPU 0 (front tiers and generators) {window.cpu0_util_pct:.1f} % busy",
             f"CPU 1 used by other than the two tiers {window.cpu1_other_pct:.1f} %",
         ]
+        if point.competitor_cpu_pct > 0:
+            notes.append(
+                f"the competitor on CPU 1 used {window.group_pct.get('competitor', 0.0):.1f} %"
+                f" (asked {point.competitor_cpu_pct:g} %)"
+            )
         measurement = ConsolidationMeasurement(
             env="lab", point=point, systems=systems, steal_pct=window.steal_pct, notes=notes
         )
         (run_dir / "measurement.json").write_text(json.dumps(measurement.to_json(), indent=2))
         return measurement
+
+    def _start_competitor(self, point: ConsolidationPoint, duration_s: float) -> Managed:
+        """One stress-ng CPU worker on the shared core, busy ``competitor_cpu_pct`` of the time,
+        in its own group with the tiers' shares (or the lowest, ``competitor_idle``) and no cap;
+        it stops by itself after the run."""
+        layout = self._layout()
+        if "competitor" not in self.groups:
+            self.groups["competitor"] = create_group(layout, self.tag.name("competitor"), [DB_CPU])
+        shares = IDLE_SHARES if point.competitor_idle else DB_SHARES
+        set_cpu_shares(layout, self.groups["competitor"].name, shares)
+        argv = ["stress-ng", "--cpu", "1", "--cpu-method", "int64"]
+        if point.competitor_cpu_pct < 100:
+            argv += ["--cpu-load", f"{point.competitor_cpu_pct:g}"]
+        argv += ["--timeout", f"{math.ceil(duration_s + 5.0)}s", "--quiet"]
+        return self.supervisor.start(
+            "competitor", argv, Placement(cgroup_procs=self.groups["competitor"].procs_files)
+        )
 
     def _population(self, point: ConsolidationPoint, system: str) -> Population:
         users = getattr(point, system).users
@@ -482,14 +510,10 @@ class ConsolidationLab:
         say(f"ramp-up ({point.ramp_seconds:g} s)")
         _sleep_until(t0)
         say(f"measuring ({point.measure_seconds:g} s)")
-        return _sample_usage(
-            layout,
-            [names[s] for s in SYSTEMS],
-            [names["front"], names["client"]],
-            t0,
-            t1,
-            self.check_alive,
-        )
+        others: dict[str, str] = {
+            k: names[k] for k in ("front", "client", "competitor") if k in names
+        }
+        return _sample_usage(layout, [names[s] for s in SYSTEMS], others, t0, t1, self.check_alive)
 
 
 @dataclass
@@ -516,20 +540,20 @@ def _busy(a: CpuTimes, b: CpuTimes) -> float:
 def _sample_usage(
     layout: CgroupLayout,
     db_groups: list[str],
-    others: list[str],
+    others: dict[str, str],
     t0: float,
     t1: float,
     check: Callable[[], None],
 ) -> _Window:
     """Sample the database groups' ``cpuacct.usage`` every 0.1 s from ``t0`` to ``t1`` (a
-    thread on CPU 0), with the other counters (``others``: the front and client groups) at
-    both ends."""
+    thread on CPU 0), with the other counters (``others``: the front and client groups, and
+    the competitor's when it runs, by name) at both ends."""
     stamps: list[float] = []
     usage: list[list[int]] = []
 
     def snap_all() -> tuple[list[int], list[int], dict[int, CpuTimes], CpuTimes]:
         groups = [read_cpu_usage_ns(layout, g) for g in db_groups]
-        other = [read_cpu_usage_ns(layout, g) for g in others]
+        other = [read_cpu_usage_ns(layout, g) for g in others.values()]
         per_cpu = {c: read_cpu_times(cpu=c) for c in (FRONT_CPU, DB_CPU)}
         return groups, other, per_cpu, read_cpu_times()
 
@@ -567,18 +591,17 @@ def _sample_usage(
     ticks = all1.total - all0.total
     steal = 100.0 * (all1.steal - all0.steal) / ticks if ticks > 0 else 0.0
     cpu1 = _busy(c0[DB_CPU], c1[DB_CPU])
+    group_pct = {k: 100.0 * (o1[i] - o0[i]) / 1e9 / seconds for i, k in enumerate(others)}
     return _Window(
         seconds=seconds,
         db_cpu_pct=db_pct,
         throttled={s: throttled1[i] - throttled0[i] for i, s in enumerate(SYSTEMS)},
         series_pct=series,
-        group_pct={
-            k: 100.0 * (o1[i] - o0[i]) / 1e9 / seconds for i, k in enumerate(("front", "client"))
-        },
+        group_pct=group_pct,
         steal_pct=steal,
         cpu0_util_pct=_busy(c0[FRONT_CPU], c1[FRONT_CPU]),
         cpu1_util_pct=cpu1,
-        cpu1_other_pct=max(0.0, cpu1 - sum(db_pct.values())),
+        cpu1_other_pct=max(0.0, cpu1 - sum(db_pct.values()) - group_pct.get("competitor", 0.0)),
     )
 
 

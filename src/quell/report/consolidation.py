@@ -54,12 +54,16 @@ class Curve:
     const_users: int
     dispersion: float
     ctp: bool
+    competitor_pct: float = 0.0
+    competitor_idle: bool = False
 
     def name(self) -> str:
         ctp = ", CTP" if self.ctp else ""
+        idle = " idle-weight" if self.competitor_idle else ""
+        spin = f",{idle} spinner {self.competitor_pct:g} %" if self.competitor_pct > 0 else ""
         return (
             f"{self.label}, caps {self.caps[0]:g}/{self.caps[1]:g}, Const {self.const_users},"
-            f" I = {self.dispersion:g}{ctp}"
+            f" I = {self.dispersion:g}{ctp}{spin}"
         )
 
 
@@ -107,10 +111,23 @@ def curves(doc: dict[str, Any]) -> dict[Curve, list[Cell]]:
             pt["const"]["users"],
             pt["dispersion_index"],
             pt["ctp"],
+            pt.get("competitor_cpu_pct", 0.0),
+            pt.get("competitor_idle", False),
         )
         groups[c][pt["inc"]["users"]].append(p)
     out: dict[Curve, list[Cell]] = {}
-    for c in sorted(groups, key=lambda c: (c.label, c.caps, c.const_users, c.dispersion, c.ctp)):
+    for c in sorted(
+        groups,
+        key=lambda c: (
+            c.label,
+            c.caps,
+            c.const_users,
+            c.dispersion,
+            c.ctp,
+            c.competitor_pct,
+            c.competitor_idle,
+        ),
+    ):
         cells = []
         for inc, ps in sorted(groups[c].items()):
             co = [p["systems"]["const"] for p in ps]
@@ -253,16 +270,20 @@ def _cpu_table(cs: dict[Curve, list[Cell]]) -> list[str]:
 def _point_table(cs: dict[Curve, list[Cell]]) -> list[str]:
     lines = [
         "| curve | Inc users | Const RT ms (least–most) | Inc RT ms | Const X/s | Inc X/s |"
-        " Const CPU % | Inc CPU % | throttled Const / Inc |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        " Const CPU % | Const CPU ms / request | Inc CPU % | throttled Const / Inc |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for c, cells in cs.items():
         for cell in cells:
+            # the tier's CPU per request, per seed (CPU % of the core x 10 ms / requests per s)
+            per_request = [
+                10.0 * u / x for u, x in zip(cell.const_cpu, cell.const_x, strict=True) if x > 0
+            ]
             lines.append(
                 f"| {c.name()} | {cell.inc_users} | {_spread_ms(cell.const_rt_s)} |"
                 f" {_ms(Cell.mean(cell.inc_rt_s))} | {Cell.mean(cell.const_x):.1f} |"
                 f" {Cell.mean(cell.inc_x):.1f} | {Cell.mean(cell.const_cpu):.1f} |"
-                f" {Cell.mean(cell.inc_cpu):.1f} |"
+                f" {Cell.mean(per_request):.2f} | {Cell.mean(cell.inc_cpu):.1f} |"
                 f" {Cell.mean(cell.const_throttled):.0f} / {Cell.mean(cell.inc_throttled):.0f} |"
             )
     return lines
@@ -359,7 +380,12 @@ def write_figures(data: Path, out_dir: Path) -> list[Path]:
                 ys = [1e3 * Cell.mean(cell.const_rt_s) for cell in cells]
                 lo = [y - 1e3 * min(cell.const_rt_s) for y, cell in zip(ys, cells, strict=True)]
                 hi = [1e3 * max(cell.const_rt_s) - y for y, cell in zip(ys, cells, strict=True)]
-                tag = f"Const {c.const_users}, I={c.dispersion:g}" + (" CTP" if c.ctp else "")
+                tag = (
+                    f"Const {c.const_users}, I={c.dispersion:g}"
+                    + (" CTP" if c.ctp else "")
+                    + (" idle-weight" if c.competitor_idle else "")
+                    + (f" spinner {c.competitor_pct:g} %" if c.competitor_pct > 0 else "")
+                )
                 line = ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", ms=3, capsize=2, label=tag)
                 axi.plot(
                     xs,

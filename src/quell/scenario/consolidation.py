@@ -49,6 +49,15 @@ class ConsolidationPoint(StrictModel):
     """Cross-tier priority: light transactions dequeued first in front of the application tier."""
     resources: Literal["liberal", "conservative"] = "liberal"
     """The software resources of the seed's Table II, scaled to the machine."""
+    competitor_cpu_pct: Annotated[float, Field(ge=0.0, le=100.0)] = 0.0
+    """A third process on the shared core, neither system's: one CPU spinner busy this
+    percentage of the time, in its own group with the tiers' shares and no cap (0: none). It
+    tells whether another process on the core, rather than Sys_Inc's transactions, changes a
+    capped tier's response time. The lab only."""
+    competitor_idle: bool = False
+    """The competitor at the lowest weight (``cpu.shares`` 2 against the tiers' 10240): it runs
+    only when neither tier wants the core, so it keeps the core busy without taking CPU from
+    them."""
     ramp_seconds: Annotated[float, Field(ge=0.0, le=3600.0)] = 10.0
     measure_seconds: Annotated[float, Field(gt=0.0, le=7200.0)] = 60.0
     seed: Annotated[int, Field(ge=0)] = 0

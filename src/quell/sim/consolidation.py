@@ -231,6 +231,8 @@ def _check(point: ConsolidationPoint, quantum_seconds: float, period_seconds: fl
         problems.append(Problem("period_seconds", "must be within 0.001 to 1 s (as CFS's)"))
     if point.measure_seconds < SAMPLE_SECONDS:
         problems.append(Problem("measure_seconds", f"must be at least {SAMPLE_SECONDS} s"))
+    if point.competitor_cpu_pct > 0:
+        problems.append(Problem("competitor_cpu_pct", "the simulator models no third process"))
     if problems:
         raise InputError("consolidation simulator", problems)
 

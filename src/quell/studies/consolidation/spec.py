@@ -73,6 +73,14 @@ class StudySpec(StrictModel):
     ctp: Annotated[list[bool], Field(min_length=1, max_length=2)] = Field(
         default_factory=lambda: [False]
     )
+    competitor_cpu_pct: Annotated[
+        list[Annotated[float, Field(ge=0.0, le=100.0)]], Field(min_length=1, max_length=5)
+    ] = Field(default_factory=lambda: [0.0])
+    """A CPU spinner's load on the shared core, neither system's (0: none; the lab only)."""
+    competitor_idle: Annotated[list[bool], Field(min_length=1, max_length=2)] = Field(
+        default_factory=lambda: [False]
+    )
+    """The spinner at the lowest weight (``ConsolidationPoint.competitor_idle``)."""
     seeds: Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=3, max_length=20)]
     resources: SystemResources = SystemResources()
     think_time_seconds: Annotated[float, Field(gt=0.0, le=60.0)] = 7.0
@@ -94,9 +102,11 @@ class PlannedPoint:
     def key(self) -> str:
         p = self.point
         ctp = "-ctp" if p.ctp else ""
+        idle = "idle" if p.competitor_idle else ""
+        spin = f"-{idle}spin{p.competitor_cpu_pct:g}" if p.competitor_cpu_pct > 0 else ""
         return (
             f"cap{p.const.cap_pct:g}-{p.inc.cap_pct:g}_const{p.const.users}_inc{p.inc.users}"
-            f"_I{p.dispersion_index:g}{ctp}"
+            f"_I{p.dispersion_index:g}{ctp}{spin}"
         )
 
     def run_dir(self, root: Path) -> Path:
@@ -110,11 +120,26 @@ class Study:
 
     def points(self, env: Env) -> list[PlannedPoint]:
         s = self.spec
+        if env == "sim" and any(c > 0 for c in s.competitor_cpu_pct):
+            raise InputError(
+                str(self.path),
+                [Problem("competitor_cpu_pct", "the simulator has no competitor: use --env lab")],
+            )
         labels: list[str] = ["lab"] if env == "lab" else list(s.sim.schedulers)
         out = []
-        for seed, label, (cc, ci), cu, iu, disp, ctp in itertools.product(
-            s.seeds, labels, s.caps, s.const_users, s.inc_users, s.dispersion_index, s.ctp
+        for seed, label, (cc, ci), cu, iu, disp, ctp, spin, idle in itertools.product(
+            s.seeds,
+            labels,
+            s.caps,
+            s.const_users,
+            s.inc_users,
+            s.dispersion_index,
+            s.ctp,
+            s.competitor_cpu_pct,
+            s.competitor_idle,
         ):
+            if idle and spin == 0:
+                continue  # no competitor: nothing at the lowest weight
             point = ConsolidationPoint(
                 const=SystemLoad(users=cu, cap_pct=cc, resources=s.resources.const),
                 inc=SystemLoad(users=iu, cap_pct=ci, resources=s.resources.inc),
@@ -122,6 +147,8 @@ class Study:
                 heavy_share=s.heavy_share,
                 dispersion_index=disp,
                 ctp=ctp,
+                competitor_cpu_pct=spin,
+                competitor_idle=idle,
                 resources=s.resources.const,
                 ramp_seconds=s.ramp_seconds,
                 measure_seconds=s.measure_seconds,
@@ -147,7 +174,16 @@ def load_study(path: Path) -> Study:
     except ValidationError as err:
         raise InputError(source, validation_problems(err)) from None
     problems: list[Problem] = []
-    for key in ("caps", "const_users", "inc_users", "dispersion_index", "ctp", "seeds"):
+    for key in (
+        "caps",
+        "const_users",
+        "inc_users",
+        "dispersion_index",
+        "ctp",
+        "competitor_cpu_pct",
+        "competitor_idle",
+        "seeds",
+    ):
         problems += _twice(key, list(getattr(spec, key)))
     if spec.sim.quantum_seconds > spec.sim.period_seconds:
         problems.append(Problem("sim.quantum_seconds", "must be at most sim.period_seconds"))
