@@ -119,3 +119,35 @@ def test_closed_loop_keeps_the_response_time_law(lab: ConsolidationLab, tmp_path
         assert 0 < s.db_cpu_pct < 100
     extra = json.loads((tmp_path / "lab.json").read_text())
     assert extra["errors"] == {"const": 0, "inc": 0}
+
+
+@pytest.mark.parametrize("idle", [False, True])
+def test_a_competitor_takes_the_core_by_its_weight_and_stops_with_the_point(
+    lab: ConsolidationLab, tmp_path: Path, idle: bool
+) -> None:
+    """A spinner beside a tier that wants the whole core: at the tiers' shares the two split it
+    (CFS gives equal weights equal time); at the lowest weight the tier keeps nearly all of it.
+    The spinner's CPU is counted apart, not as other work on CPU 1, and it is gone after."""
+    layout = detect_layout()
+    assert layout.cpu is not None
+    hog = point(
+        0,
+        const={"users": 6, "cap_pct": 100},
+        inc={"users": 0, "cap_pct": 100},
+        think_time_seconds=0.001,
+        heavy_share=1.0,
+        competitor_cpu_pct=100,
+        competitor_idle=idle,
+    )
+    m = lab.measure(hog, tmp_path)
+    extra = json.loads((tmp_path / "lab.json").read_text())
+    tier, spinner = m.systems["const"].db_cpu_pct, extra["competitor_cpu_pct"]
+    assert tier + spinner == pytest.approx(100.0, abs=8)
+    if idle:
+        assert spinner < 5.0 and tier > 90.0
+    else:
+        assert tier == pytest.approx(50.0, abs=10) and spinner == pytest.approx(50.0, abs=10)
+    assert extra["cpu1_other_pct"] < 5.0
+    group = lab.groups["competitor"]
+    assert int((layout.cpu / group.name / "cpu.shares").read_text()) == (2 if idle else DB_SHARES)
+    assert group.pids() == []
