@@ -30,7 +30,26 @@ from quell.models.capacity import CapacityModel
 FloatArray = NDArray[np.float64]
 
 
-class RtScale:
+class _FactorModels:
+    """A factor on R_th in force (``factor_``) and the capacity model of each factor used
+    (``models_``, each built once, when first needed)."""
+
+    def __init__(self, bundle: ModelBundle, base: CapacityModel, target_rt_s: float) -> None:
+        self.bundle = bundle
+        self.target_rt_s = target_rt_s
+        self.factor_ = 1.0
+        """The factor in force: capacities are planned for R_th × this."""
+        self.models_: dict[float, CapacityModel] = {1.0: base}
+
+    def model(self) -> CapacityModel:
+        """The capacity model for R_th × the factor in force (built once per factor)."""
+        f = self.factor_
+        if f not in self.models_:
+            self.models_[f] = self.bundle.capacity_model(self.target_rt_s * f)
+        return self.models_[f]
+
+
+class RtScale(_FactorModels):
     """The factor on R_th the capacities are planned for, from the fleet's measured against
     its predicted response times, and the capacity model of each factor used (``models_``)."""
 
@@ -48,8 +67,7 @@ class RtScale:
         min_util_pct: float,
         min_samples: int = 3,
     ) -> None:
-        self.bundle = bundle
-        self.target_rt_s = target_rt_s
+        super().__init__(bundle, base, target_rt_s)
         self.z = z
         self.step = step
         self.lo = lo
@@ -58,11 +76,8 @@ class RtScale:
         self.min_samples = min_samples
         self.ratios_: deque[FloatArray] = deque(maxlen=window)
         """The ratios R_m / R̂_m of each of the last ``window`` intervals."""
-        self.factor_ = 1.0
-        """The factor in force: capacities are planned for R_th × this."""
         self.q_: float | None = None
         self.s_: float | None = None
-        self.models_: dict[float, CapacityModel] = {1.0: base}
 
     def update(
         self,
@@ -91,13 +106,6 @@ class RtScale:
         stepped = math.floor(raw / self.step + 1e-9) * self.step
         self.factor_ = round(min(self.hi, max(self.lo, stepped)), 6)
 
-    def model(self) -> CapacityModel:
-        """The capacity model for R_th × the factor in force (built once per factor)."""
-        f = self.factor_
-        if f not in self.models_:
-            self.models_[f] = self.bundle.capacity_model(self.target_rt_s * f)
-        return self.models_[f]
-
     def describe(self) -> dict[str, object]:
         return {
             "rt_scale_factor": self.factor_,
@@ -106,7 +114,7 @@ class RtScale:
         }
 
 
-class SloScale:
+class SloScale(_FactorModels):
     """``rt_scale: slo``: the factor on R_th set by the interval SLO itself. The models give the
     mean response time of a Poisson stream; the SLO counts interval means, whose scatter at a
     given U depends on the balancer and the fleet. So instead of a ratio of means, count how
@@ -133,8 +141,7 @@ class SloScale:
         min_util_pct: float,
         max_u_int_pct: float | None,
     ) -> None:
-        self.bundle = bundle
-        self.target_rt_s = target_rt_s
+        super().__init__(bundle, base, target_rt_s)
         self.window = window
         self.step = step
         self.lo = lo
@@ -146,9 +153,7 @@ class SloScale:
         self.max_u_int_pct = max_u_int_pct
         self.counts_: deque[tuple[int, int]] = deque(maxlen=window)
         """(misses, instance-intervals counted) of each interval since the factor last moved."""
-        self.factor_ = 1.0
         self.miss_rate_: float | None = None
-        self.models_: dict[float, CapacityModel] = {1.0: base}
 
     def update(
         self,
@@ -181,13 +186,6 @@ class SloScale:
         if f != self.factor_:
             self.factor_ = f
             self.counts_.clear()
-
-    def model(self) -> CapacityModel:
-        """The capacity model for R_th × the factor in force (built once per factor)."""
-        f = self.factor_
-        if f not in self.models_:
-            self.models_[f] = self.bundle.capacity_model(self.target_rt_s * f)
-        return self.models_[f]
 
     def describe(self) -> dict[str, object]:
         return {
