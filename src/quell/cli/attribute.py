@@ -370,7 +370,15 @@ def measure_command(
     out: Annotated[Path, typer.Option("--out", help="Directory of the campaign's runs.")],
     part: Annotated[str, typer.Option("--part", help="train or test.")] = "train",
     cpu: Annotated[int, typer.Option("--cpu", min=0, help="The CPU the service shares.")] = 1,
-    requests: Annotated[int, typer.Option("--requests", min=10, help="Requests per run.")] = 2500,
+    requests: Annotated[
+        int | None,
+        typer.Option(
+            "--requests",
+            min=10,
+            help="Requests per run (the campaign's: 7,500 to train, 50,000 to test, 10,000 for "
+            "the periodic runs).",
+        ),
+    ] = None,
 ) -> None:
     """Run the campaign's cells of ``part`` on this machine (root; under the lab lock): the
     instrumented service beside stress-ng tenants, each run's per-request records, PSI samples
@@ -388,7 +396,8 @@ def measure_command(
         raise PrerequisiteError("root", "cgroups for the service and its tenants")
     if cpu not in os.sched_getaffinity(0):
         raise InputError("--cpu", [Problem("", f"CPU {cpu} is not available here")])
-    run_cells(PARTS[part](requests), out, cpu, say)
+    make = PARTS[part]
+    run_cells(make() if requests is None else make(requests), out, cpu, say)
 
 
 @attribute_app.command("analyse")

@@ -41,13 +41,18 @@ Progress = Callable[[str], None]
 
 def export_run(src: Path, dst: Path) -> Path:
     """Keep a measured run compactly: its records as ``requests.csv.gz`` (the instrumentation's
-    table), its PSI samples and its cell."""
+    table), its PSI samples as ``psi.csv.gz`` and its cell."""
+    import gzip
+
     from quell.instrument.log import read_records as read_logs
     from quell.instrument.log import write_records
 
     dst.mkdir(parents=True, exist_ok=True)
     write_records(read_logs(src / "logs"), dst / "requests.csv.gz")
-    for name in ("psi.csv", "cell.json", "scans.csv"):
+    with (src / "psi.csv").open("rb") as fin, gzip.open(dst / "psi.csv.gz", "wb", 9) as fout:
+        shutil.copyfileobj(fin, fout)
+    (dst / "psi.csv").unlink(missing_ok=True)
+    for name in ("cell.json", "scans.csv"):
         if name != "scans.csv" or (src / name).is_file():
             shutil.copyfile(src / name, dst / name)
     return dst

@@ -29,10 +29,16 @@ from pathlib import Path
 from quell.attribute.features import PSI_KEYS
 from quell.core.files import write_json
 from quell.errors import ComponentError
-from quell.lab.antagonists import clamscan_argv, write_clamscan_data
+from quell.lab.antagonists import (
+    clamscan_argv,
+    fio_argv,
+    iperf3_client_argv,
+    iperf3_server_argv,
+    write_clamscan_data,
+)
 from quell.lab.cgroups import Group, create_group, remove_group
 from quell.lab.tag import ENV_VAR, RunTag
-from quell.scenario.model import ClamScan
+from quell.scenario.model import ClamScan, Fio, Iperf3
 from quell.signals.cgroup import CgroupLayout, detect_layout
 from quell.signals.procfs import read_pressure
 
@@ -168,16 +174,49 @@ def _stop(procs: Sequence[subprocess.Popen[bytes]]) -> None:
             p.wait(timeout=5)
 
 
+IPERF3_BASE_PORT = 5301
+FIO_FILE_MB = 64
+
+
+def tenant_argvs(kind: str, k: int, cpu: int, work_dir: Path, timeout_s: float) -> list[list[str]]:
+    """The processes of tenant ``k`` of ``kind``, pinned to ``cpu`` and bounded by ``timeout_s``:
+    one stress-ng worker of that stressor; ``fio``, random 4 KiB reads and writes with direct
+    I/O on a file of its own (the disk's interrupts and the submitting thread's CPU); or
+    ``iperf3``, a server and its client on loopback sending as fast as they can (the stack's
+    soft interrupts run on the CPU, charged to whoever is running)."""
+    pin = ["taskset", "-c", str(cpu)]
+    if kind == "fio":
+        work_dir.mkdir(parents=True, exist_ok=True)
+        spec = Fio(kind="fio", id=f"t{k}", host="h", size_mb=FIO_FILE_MB, iodepth=16)
+        return [[*pin, *fio_argv(spec, work_dir, timeout_s)]]
+    if kind == "iperf3":
+        port = IPERF3_BASE_PORT + k
+        server = [*iperf3_server_argv("127.0.0.1", port), "-1"]
+        client = iperf3_client_argv(
+            Iperf3(kind="iperf3", id=f"t{k}", host="h", streams=1), "127.0.0.1", port, timeout_s
+        )
+        return [[*pin, *server], [*pin, *client]]
+    argv = ["stress-ng", f"--{kind}", "1", "--taskset", str(cpu)]
+    return [[*argv, "--timeout", f"{max(1, int(timeout_s))}s"]]
+
+
+def deadline_for(requests: int) -> float:
+    """A run's deadline: room for its requests at 30 ms each, far slower than any cell serves
+    (the slowest measured took 8 ms a request)."""
+    return 60.0 + 0.03 * requests
+
+
 def run_cell(
     cell: Cell,
     out: Path,
     cpu: int,
     tag: RunTag,
     layout: CgroupLayout | None = None,
-    deadline_s: float = 90.0,
+    deadline_s: float | None = None,
 ) -> Path:
     """Run ``cell`` into ``out/cell.name`` (logs/, psi.csv, cell.json); returns the directory."""
     layout = layout or detect_layout()
+    deadline_s = deadline_for(cell.requests) if deadline_s is None else deadline_s
     run_dir = out / cell.name
     logs = run_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -193,21 +232,25 @@ def run_cell(
         for k in range(cell.antagonist_workers):
             ant = create_group(layout, tag.name(f"attr-ant{k}-{cell.name}"), [cpu])
             groups.append(ant)
-            argv = ["stress-ng", f"--{cell.stressor}", "1", "--taskset", str(cpu)]
-            argv += ["--timeout", f"{int(deadline_s) + 10}s"]
-            procs.append(
-                subprocess.Popen(
-                    _in_group(ant, argv),
-                    env=env,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
+            argvs = tenant_argvs(cell.stressor, k, cpu, run_dir / "tenants", deadline_s + 10)
+            for i, argv in enumerate(argvs):
+                if i > 0:
+                    time.sleep(0.3)  # an iperf3 server listens before its client connects
+                procs.append(
+                    subprocess.Popen(
+                        _in_group(ant, argv),
+                        env=env,
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.PIPE,
+                    )
                 )
-            )
         if procs:
             time.sleep(1.0)
-            dead = [p.returncode for p in procs if p.poll() is not None]
+            dead = [p for p in procs if p.poll() is not None]
             if dead:
-                raise ComponentError("stress-ng", f"exited at once ({dead})")
+                err = (dead[0].stderr.read() if dead[0].stderr else b"").decode(errors="replace")
+                what = cell.stressor if cell.stressor in ("fio", "iperf3") else "stress-ng"
+                raise ComponentError(what, f"a tenant exited at once: {err.strip()[-300:]}")
         files = {
             "psi_cpu_some_us": Path("/proc/pressure/cpu"),
             "psi_mem_some_us": Path("/proc/pressure/memory"),
@@ -263,6 +306,7 @@ def run_cell(
         for group in groups:
             remove_group(group)
         shutil.rmtree(run_dir / "clam", ignore_errors=True)
+        shutil.rmtree(run_dir / "tenants", ignore_errors=True)
     write_json(
         run_dir / "cell.json",
         asdict(cell)
@@ -282,7 +326,7 @@ def run_cells(
     out: Path,
     cpu: int,
     progress: Callable[[str], None] | None = None,
-    deadline_s: float = 90.0,
+    deadline_s: float | None = None,
 ) -> list[Path]:
     """Run each cell not already in ``out`` (a run directory with cell.json is done)."""
     note = progress or (lambda _: None)

@@ -2,8 +2,8 @@
 
 A run directory holds the instrumentation's per-thread logs (``*.qtlog``) or its table
 (``requests.csv.gz``), read by ``quell.instrument.log.read_records``, or a ``records.csv`` with
-the same columns (one row per request, a header naming them); optionally ``psi.csv`` beside
-them (a PSI sample series: ``time_ns`` and cumulative "some" totals in microseconds under the
+the same columns (one row per request, a header naming them); optionally ``psi.csv`` (or
+``psi.csv.gz``) beside them (a PSI sample series: ``time_ns`` and cumulative "some" totals in microseconds under the
 keys of ``quell.attribute.features.PSI_KEYS``). A path to a file is read as the records alone.
 """
 
@@ -29,7 +29,10 @@ MAX_RECORDS_BYTES: Final = 1 << 30
 
 
 def _read_csv(path: Path, what: str) -> dict[str, list[str]]:
-    text = read_text(path, what, MAX_RECORDS_BYTES)
+    if path.suffix == ".gz":
+        text = _read_gzip_text(path, what)
+    else:
+        text = read_text(path, what, MAX_RECORDS_BYTES)
     reader = csv.reader(io.StringIO(text))
     header = next(reader, None)
     if not header:
@@ -42,6 +45,23 @@ def _read_csv(path: Path, what: str) -> dict[str, list[str]]:
         for name, value in zip(header, row, strict=True):
             columns[name].append(value)
     return columns
+
+
+def _read_gzip_text(path: Path, what: str) -> str:
+    import gzip
+    import zlib
+
+    try:
+        with gzip.open(path, "rb") as fh:
+            data = fh.read(MAX_RECORDS_BYTES + 1)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise InputError(str(path), [Problem("", f"not a readable gzip {what}: {exc}")]) from None
+    if len(data) > MAX_RECORDS_BYTES:
+        raise InputError(str(path), [Problem("", f"a {what} over {MAX_RECORDS_BYTES} bytes")])
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(str(path), [Problem("", f"not UTF-8 text at byte {exc.start}")]) from None
 
 
 def _ints(path: Path, name: str, values: list[str]) -> np.ndarray:
@@ -87,8 +107,12 @@ def _read_records_csv(file: Path) -> Records:
 
 
 def read_psi(path: Path) -> PsiSeries | None:
-    """The PSI sample series beside a run directory's records, or ``None`` without one."""
-    file = path / PSI_FILE if path.is_dir() else path.with_name(PSI_FILE)
+    """The PSI sample series beside a run directory's records (``psi.csv`` or ``psi.csv.gz``),
+    or ``None`` without one."""
+    base = path if path.is_dir() else path.parent
+    file = next(
+        (f for f in (base / PSI_FILE, base / (PSI_FILE + ".gz")) if f.exists()), base / PSI_FILE
+    )
     if not file.exists():
         return None
     raw = _read_csv(file, "PSI series")
