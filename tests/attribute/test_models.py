@@ -115,3 +115,14 @@ def test_the_linear_mean_extrapolates_where_a_zero_mean_falls_back() -> None:
     assert abs(zero.mean_seconds[0] - 10.0) > 4 * abs(linear.mean_seconds[0] - 10.0)
     with pytest.raises(InputError, match="linear or zero"):
         SparseGP(mean="cubic").fit(x, y)
+
+
+def test_the_exact_gp_predicts_in_blocks_as_in_one() -> None:
+    x, y, _ = _data(0, 400)
+    xt, _, _ = _data(1, 250)
+    gp = ExactGP(max_points=200, seed=0).fit(x, y)
+    whole, blocks = gp.predict(xt, chunk=1_000), gp.predict(xt, chunk=64)
+    assert np.allclose(blocks.mean_seconds, whole.mean_seconds, rtol=0, atol=1e-12)
+    assert blocks.std_seconds is not None and whole.std_seconds is not None
+    assert np.allclose(blocks.std_seconds, whole.std_seconds, rtol=0, atol=1e-12)
+    assert len(gp.predict(xt[:0]).mean_seconds) == 0
