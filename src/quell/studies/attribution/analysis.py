@@ -133,6 +133,11 @@ def analyse(data: Path, settings: FitSettings, progress: Progress | None = None)
         ("held-out seed, trained kinds", build(_groups(cells, "test", seen_kinds), False)),
         ("held-out kinds", build(_groups(cells, "test", list(HELD_OUT_KINDS)), False)),
     ]
+    # each held-out kind alone too: one kind the model fails on hides among the others
+    for kind in HELD_OUT_KINDS:
+        groups = _groups(cells, "test", [kind])
+        if any(contended for _, contended in groups):
+            held_out.append((f"held-out kind {kind} alone", build(groups, False)))
     note(f"fitting on {len(data_train.y)} requests")
     # The interval is calibrated by leaving one antagonist kind's training runs out at a time,
     # as the held-out kinds are left out of the training (docs/attribution.md)
