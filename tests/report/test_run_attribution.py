@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CAMPAIGN = ROOT / "docs" / "results" / "data" / "attribution" / "runs"
 MODEL = ROOT / "scenarios" / "attribution" / "model.json"
 SCENARIO = ROOT / "scenarios" / "attribution" / "lighttpd-hog.yaml"
-RUN = "test-cpu2-w1"  # 2,500 requests beside two stress-ng CPU workers, held out of the fit
+RUN = "test-cpu2-w1"  # 50,000 requests beside two stress-ng CPU workers, held out of the fit
 
 
 def instrumented(run_dir: Path, iid: str, source: Path = CAMPAIGN / RUN) -> Path:
@@ -57,7 +57,7 @@ def test_the_written_attribution_equals_attribute_predict(tmp_path: Path) -> Non
     # one row per request of the records, in their order
     records = read_records(CAMPAIGN / RUN)
     attr = read_attribution_csv(attribution_file(run_dir, "web"))
-    assert len(attr.request_id) == len(records) == 2500
+    assert len(attr.request_id) == len(records) == 50_000
     assert attr.request_id.tolist() == records["request_id"].tolist()
     # the summary is the written file's, and predict's
     expected = attr.summary()
@@ -97,7 +97,7 @@ def test_the_lab_run_summary_gets_the_attribution(tmp_path: Path) -> None:
     summary = attribute_lab_run(run_dir, scenario, load_attribution_model(MODEL), {"phases": []})
     stored = json.loads((run_dir / "summary.json").read_text())
     assert stored == summary
-    assert summary["attribution"]["web"]["requests"] == 2500
+    assert summary["attribution"]["web"]["requests"] == 50_000
     assert summary["attribution"]["web"]["file"] == str(attribution_file(run_dir, "web"))
 
 
