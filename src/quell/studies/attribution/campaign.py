@@ -69,16 +69,15 @@ SCAN_PERIOD_S: Final = 10.0
 def periodic_cells(requests: int = PERIODIC_REQUESTS) -> list[Cell]:
     """Fig. 4 (schedule seed 3, one worker): the service alone, and beside a clamav scan of
     128 MiB (about 2.3 s of one CPU here) started every 10 s in a cgroup of its own."""
-    n = requests
     return [
-        Cell("periodic-clean-w1", PERIODIC_SEED, 1, "cpu", 0, requests=n),
+        Cell("periodic-clean-w1", PERIODIC_SEED, 1, "cpu", 0, requests=requests),
         Cell(
             "periodic-scan-w1",
             PERIODIC_SEED,
             1,
             "cpu",
             0,
-            requests=n,
+            requests=requests,
             scan_mb=SCAN_MB,
             scan_period_s=SCAN_PERIOD_S,
         ),

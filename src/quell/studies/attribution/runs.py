@@ -2,9 +2,10 @@
 
 A run directory holds the instrumentation's per-thread logs (``*.qtlog``) or its table
 (``requests.csv.gz``), read by ``quell.instrument.log.read_records``, or a ``records.csv`` with
-the same columns (one row per request, a header naming them); optionally ``psi.csv`` (or
-``psi.csv.gz``) beside them (a PSI sample series: ``time_ns`` and cumulative "some" totals in microseconds under the
-keys of ``quell.attribute.features.PSI_KEYS``). A path to a file is read as the records alone.
+the same columns (one row per request, a header naming them); optionally ``psi.csv`` or
+``psi.csv.gz`` beside them (a PSI sample series: ``time_ns`` and cumulative "some" totals in
+microseconds under the keys of ``quell.attribute.features.PSI_KEYS``). A path to a file is read
+as the records alone.
 """
 
 from __future__ import annotations
@@ -110,10 +111,10 @@ def read_psi(path: Path) -> PsiSeries | None:
     """The PSI sample series beside a run directory's records (``psi.csv`` or ``psi.csv.gz``),
     or ``None`` without one."""
     base = path if path.is_dir() else path.parent
-    file = next(
-        (f for f in (base / PSI_FILE, base / (PSI_FILE + ".gz")) if f.exists()), base / PSI_FILE
-    )
-    if not file.exists():
+    for file in (base / PSI_FILE, base / (PSI_FILE + ".gz")):
+        if file.exists():
+            break
+    else:
         return None
     raw = _read_csv(file, "PSI series")
     if "time_ns" not in raw:
