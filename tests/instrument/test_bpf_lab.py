@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from quell.instrument import bpf
+from quell.instrument.token import RQ_FD_ENV
 
 pytestmark = pytest.mark.lab
 
@@ -169,3 +170,64 @@ def test_wait_behind_a_noisy_cgroup_matches_schedstat_and_is_charged_to_it() -> 
         # the machine's own work (kernel threads, other sessions in the root group) still takes
         # CPU 0 now and then: 13 ms of 1 s in one run; a competitor's share would be ~500 ms
         assert alone.other_wait_ns < 0.03e9
+
+
+# The victim again, now measuring its spin with a token of the quelltoken library, which maps
+# the program's per-thread map through the descriptor it inherited; it prints the token's
+# run-queue wait, its wait behind other cgroups and its preemptions by them.
+TOKEN_VICTIM = (
+    "import sys, time\n"
+    "from quell.instrument import token as qt\n"
+    "lib = qt.TokenLibrary()\n"
+    "end = time.monotonic() + float(sys.argv[1])\n"
+    "with qt.token(1, '/spin', library=lib) as t:\n"
+    "    while time.monotonic() < end: pass\n"
+    "r = t.read()\n"
+    "print(r.runq_wait_ns, r.runq_wait_other_cgroup_ns, r.preempt_other_total)\n"
+)
+
+
+def _token_reading(group: Path, fd: int | None, seconds: float) -> tuple[int, int, int]:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    if fd is not None:
+        env[RQ_FD_ENV] = str(fd)
+    argv = [sys.executable, "-c", TOKEN_VICTIM, str(seconds)]
+    with process(
+        argv, group, stdout=subprocess.PIPE, env=env, pass_fds=() if fd is None else (fd,)
+    ) as p:
+        out, _ = p.communicate(timeout=30)
+    wait, other, preempt = (int(x) for x in out.split())
+    return wait, other, preempt
+
+
+def test_a_token_counts_the_wait_behind_other_cgroups_and_not_behind_its_own() -> None:
+    missing = _missing()
+    assert missing is None, missing
+    noisy = ["stress-ng", "--cpu", "1", "--timeout", "20s", "--quiet"]
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    with (
+        cgroup("victim") as vg,
+        cgroup("noisy") as ng,
+        cgroup("test") as tg,
+        this_thread_in(tg),
+        bpf.attached() as split,
+    ):
+        fd = split.threads_fd()
+        with process(noisy, ng, **quiet):
+            time.sleep(0.5)
+            other = _token_reading(vg, fd, 2.0)
+            unmapped = _token_reading(vg, None, 0.5)
+        with process(noisy, vg, **quiet):  # the same competitor, in the victim's own cgroup
+            time.sleep(0.5)
+            own = _token_reading(vg, fd, 2.0)
+    print(f"(runq wait, behind others, preemptions by others): other {other}, own {own}")
+    # beside another cgroup's spinner: half of 2 s waited, nearly all of it behind that cgroup
+    assert 0.6e9 < other[0] < 1.4e9
+    assert 0.9 * other[0] <= other[1] <= other[0] + 2_000_000
+    assert other[2] >= 50
+    # without the inherited map the two fields say "not measured"
+    assert unmapped[1:] == (-1, -1)
+    # beside the same spinner in its own cgroup: as long a wait, none of it behind others
+    assert 0.6e9 < own[0] < 1.4e9
+    assert own[1] < 0.03e9
+    assert own[2] < 10

@@ -259,3 +259,40 @@ def test_the_kept_schedstat_reading_is_the_file_s_value(lib: qt.TokenLibrary) ->
     assert checked >= 200
     assert exact == checked
     assert moved >= 50  # the sleeps moved the counts, and the snapshots followed them
+
+
+# A process that loads the library with QUELL_RQ_THREADS_FD naming one of its descriptors and
+# prints what a token's two eBPF fields say.
+_RQ_FIELDS = (
+    "from pathlib import Path\n"
+    "import sys\n"
+    "from quell.instrument import token as qt\n"
+    "lib = qt.TokenLibrary(Path(sys.argv[1]))\n"
+    "with qt.token(1, '/x', library=lib) as t:\n"
+    "    pass\n"
+    "r = t.read()\n"
+    "print(r.runq_wait_other_cgroup_ns, r.preempt_other_total)\n"
+)
+
+
+@pytest.mark.parametrize("named", ["file", "closed", "garbage"])
+def test_a_descriptor_that_is_not_the_split_s_map_leaves_its_fields_unmeasured(
+    lib_path: Path, tmp_path: Path, named: str
+) -> None:
+    path = tmp_path / "not-a-map"
+    path.write_bytes(b"\0" * 4096)
+    with path.open("rb") as fh:
+        fd = fh.fileno()
+        value = {"file": str(fd), "closed": "999", "garbage": "7x"}[named]
+        env = dict(os.environ, **{qt.RQ_FD_ENV: value})
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        done = subprocess.run(
+            [sys.executable, "-c", _RQ_FIELDS, str(lib_path)],
+            env=env,
+            pass_fds=(fd,),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["-1", "-1"]

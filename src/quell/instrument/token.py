@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from quell.errors import PrerequisiteError, QuellError
 from quell.instrument.native import library_path, require_library
@@ -48,6 +48,10 @@ class TokenError(QuellError):
 
 
 # a qt_record (quelltoken.h): 14 little-endian int64 fields, then the class
+RQ_FD_ENV: Final = "QUELL_RQ_THREADS_FD"
+"""quelltoken.h's QT_RQ_FD_ENV: names a descriptor of the eBPF split's per-thread map
+(:meth:`quell.instrument.bpf.RunQueueSplit.threads_fd`) that the process inherited; the library
+maps it when it loads, and tokens then count their wait behind other cgroups."""
 _RECORD = struct.Struct(f"<14q{CLASS_BYTES}s")
 _RecordBytes = ctypes.c_char * _RECORD.size
 
@@ -82,6 +86,11 @@ class Reading(NamedTuple):
     vol_cs: int
     invol_cs: int
     yields: int
+    runq_wait_other_cgroup_ns: int = -1
+    """Run-queue wait behind tasks of other cgroups; -1 unless the process inherited the eBPF
+    split's per-thread map (``QUELL_RQ_THREADS_FD``, :mod:`quell.instrument.bpf`)."""
+    preempt_other_total: int = -1
+    """Preemptions by tasks of other cgroups; -1 as above."""
 
     @property
     def blocked_ns(self) -> int:
@@ -179,7 +188,7 @@ class TokenLibrary:
             raise TokenError("read", tok, -rc)
         f = _RECORD.unpack_from(buf)  # one unpack: each ctypes field access costs a call
         cls = f[14].split(b"\0", 1)[0].decode("utf-8", "replace")
-        return Reading(f[0], cls, f[1], _STATES[rc], *f[2:5], *f[5:11])
+        return Reading(f[0], cls, f[1], _STATES[rc], *f[2:5], *f[5:13])
 
     def snapshot(self) -> Snapshot:
         snap = _Snapshot()

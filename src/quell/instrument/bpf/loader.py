@@ -180,6 +180,12 @@ class RunQueueSplit:
     target_tgid: int
     _links: list[int] = field(default_factory=list)
 
+    def threads_fd(self) -> int:
+        """The descriptor of the per-thread map (``struct rq_thread``), which the token library
+        maps read-only when a process inherits it and names it in ``QUELL_RQ_THREADS_FD``."""
+        m = self._lib.lib.bpf_object__find_map_by_name(self._obj, b"threads")
+        return int(self._lib.lib.bpf_map__fd(m))
+
     def entries(self) -> list[tuple[bytes, bytes]]:
         """The ``waits`` map's raw key/value pairs."""
         m = self._lib.lib.bpf_object__find_map_by_name(self._obj, b"waits")

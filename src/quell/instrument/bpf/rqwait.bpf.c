@@ -9,7 +9,9 @@
  * migration) is charged whole to the task that last ran there. The cgroup id is the v1 "cpu"
  * hierarchy's (rq_config.use_cgroup_v2 = 0) or cgroup2's; either equals the inode number of the cgroup's
  * directory. rq_config.target_tgid != 0 restricts the per-thread records to one process (the per-CPU
- * accounting always covers every task). Built by `make native` with clang -target bpf against
+ * accounting always covers every task). The `threads` array keeps each recorded thread's waits
+ * behind other cgroups and preemptions by them as two running totals, for the instrumented
+ * service to read per request from a read-only mapping (quelltoken.c). Built by `make native` with clang -target bpf against
  * the running kernel's BTF (CO-RE); loaded by quell.instrument.bpf. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -42,6 +44,27 @@ struct {
     __type(key, struct rq_key);
     __type(value, struct rq_val);
 } waits SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(map_flags, BPF_F_MMAPABLE);
+    __uint(max_entries, RQ_THREAD_SLOTS);
+    __type(key, u32);
+    __type(value, struct rq_thread);
+} threads SEC(".maps");
+
+/* tid's entry in `threads`, taken over (and zeroed) from whichever thread held it before */
+static __always_inline struct rq_thread *thread_entry(u32 tid)
+{
+    u32 i = tid & (RQ_THREAD_SLOTS - 1);
+    struct rq_thread *t = bpf_map_lookup_elem(&threads, &i);
+    if (t && t->tid != tid) {
+        t->other_wait_ns = 0;
+        t->other_preemptions = 0;
+        t->tid = tid;
+    }
+    return t;
+}
 
 static __always_inline u64 task_cg(struct task_struct *t)
 {
@@ -86,6 +109,11 @@ static __always_inline struct rq_val *slot(u32 tid, u32 tgid, u64 cg, u64 victim
 
 static __always_inline void add_wait(u32 tid, u32 tgid, u64 cg, u64 ns, u64 victim_cg, int migrated)
 {
+    if (cg != victim_cg) {
+        struct rq_thread *t = thread_entry(tid);
+        if (t)
+            __sync_fetch_and_add(&t->other_wait_ns, ns);
+    }
     struct rq_val *v = slot(tid, tgid, cg, victim_cg);
     if (!v)
         return;
@@ -142,6 +170,9 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
         u32 ptid = BPF_CORE_READ(prev, pid);
         u64 next_cg = task_cg(next);
         if (ptid && next_cg != prev_cg && wanted(prev)) {
+            struct rq_thread *t = thread_entry(ptid);
+            if (t)
+                __sync_fetch_and_add(&t->other_preemptions, 1);
             struct rq_val *v = slot(ptid, BPF_CORE_READ(prev, tgid), next_cg, prev_cg);
             if (v)
                 __sync_fetch_and_add(&v->preemptions, 1);

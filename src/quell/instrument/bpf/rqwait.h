@@ -7,6 +7,7 @@
 #define RQ_NSLOT 8          /* cgroup slots per CPU; the last one collects "any other cgroup" */
 #define RQ_OVERFLOW_CG (~0ULL) /* the id charged when a CPU saw more than RQ_NSLOT-1 cgroups */
 #define RQ_MAX_CPUS 64
+#define RQ_THREAD_SLOTS 32768 /* entries of the per-thread map, indexed by tid modulo its size */
 
 /* set by the loader before the program loads: the cgroup hierarchy, and the one process whose
  * threads are recorded (0: every thread) */
@@ -48,6 +49,18 @@ struct rq_val {
     unsigned long long preemptions;
     unsigned int tgid;
     unsigned int pad;
+};
+
+/* per thread, in an array the instrumented service maps read-only (BPF_F_MMAPABLE, its fd
+ * inherited: QUELL_RQ_THREADS_FD): entry tid % RQ_THREAD_SLOTS holds the cumulative run-queue
+ * wait of thread `tid` behind other cgroups and its preemptions by them. A thread whose entry
+ * names another tid has none yet (the entry is taken over, and zeroed, on its first). */
+struct rq_thread {
+    unsigned int tid;
+    unsigned int pad;
+    unsigned long long other_wait_ns;
+    unsigned long long other_preemptions;
+    unsigned long long pad2;
 };
 
 #endif

@@ -28,6 +28,7 @@ struct slot {
     int32_t state;                     /* 0 free, else enum qt_state */
     int32_t pad;
     qt_snapshot at;                    /* snapshot at the start of the current running span */
+    int64_t at_other_ns, at_other_pre; /* the eBPF totals then (when mapped) */
     qt_record rec;
 };
 
@@ -51,6 +52,75 @@ struct thread_state {
 };
 
 static __thread struct thread_state T = {.ss_fd = -1};
+
+/* The eBPF run-queue split's per-thread map (struct rq_thread in ../bpf/rqwait.h), mapped
+ * read-only when the environment names an inherited descriptor of it at load time; NULL if not. */
+struct rq_thread {
+    uint32_t tid, pad;
+    uint64_t other_wait_ns, other_preemptions, pad2;
+};
+static const volatile struct rq_thread *rq_threads;
+static uint32_t rq_slots;
+
+/* "key:\tvalue" lines of /proc/self/fdinfo/<fd>; -1 when absent */
+static long long fdinfo_value(const char *text, const char *key) {
+    size_t n = strlen(key);
+    for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+        if (!strncmp(l, key, n) && l[n] == ':') return strtoll(l + n + 1, NULL, 0);
+    return -1;
+}
+
+/* Maps the descriptor QT_RQ_FD_ENV names if it is an array map of struct rq_thread that can be
+ * mapped (BPF_F_MMAPABLE); anything else leaves the split unmeasured. */
+static void rq_map(void) {
+    const char *e = getenv(QT_RQ_FD_ENV);
+    if (!e || !*e) return;
+    char *tail;
+    long fd = strtol(e, &tail, 10);
+    if (*tail || fd < 0 || fd > 1 << 20) return;
+    char path[64], text[1024];
+    snprintf(path, sizeof path, "/proc/self/fdinfo/%ld", fd);
+    int f = open(path, O_RDONLY | O_CLOEXEC);
+    if (f < 0) return;
+    ssize_t n = read(f, text, sizeof text - 1);
+    close(f);
+    if (n <= 0) return;
+    text[n] = 0;
+    long long slots = fdinfo_value(text, "max_entries");
+    if (fdinfo_value(text, "map_type") != 2 /* BPF_MAP_TYPE_ARRAY */ ||
+        fdinfo_value(text, "value_size") != (long long)sizeof(struct rq_thread) ||
+        !(fdinfo_value(text, "map_flags") & 0x400 /* BPF_F_MMAPABLE */) || slots <= 0 ||
+        (slots & (slots - 1)) || slots > 1 << 24)
+        return;
+    size_t bytes = (size_t)slots * sizeof(struct rq_thread);
+    void *m = mmap(NULL, bytes, PROT_READ, MAP_SHARED, (int)fd, 0);
+    if (m == MAP_FAILED) return;
+    rq_slots = (uint32_t)slots;
+    rq_threads = m;
+}
+
+/* This thread's totals behind other cgroups (0 while its entry names another thread: it has
+ * none yet). Only the scheduler changes them, while the thread is off its CPU or taking it
+ * back, so a running thread reads a stable pair. */
+static inline void rq_read(int64_t tid, int64_t *wait_ns, int64_t *preemptions) {
+    const volatile struct rq_thread *r = &rq_threads[(uint64_t)tid & (rq_slots - 1)];
+    int own = r->tid == (uint32_t)tid;
+    *wait_ns = own ? (int64_t)r->other_wait_ns : 0;
+    *preemptions = own ? (int64_t)r->other_preemptions : 0;
+}
+
+static inline void rq_span(const struct thread_state *t, qt_record *r, const struct slot *s) {
+    if (!rq_threads) return;
+    int64_t w, p;
+    rq_read(t->tid, &w, &p);
+    /* an entry taken over by a thread of the same index meanwhile reads lower: count nothing */
+    if (w >= s->at_other_ns) r->runq_wait_other_cgroup_ns += w - s->at_other_ns;
+    if (p >= s->at_other_pre) r->preempt_other_total += p - s->at_other_pre;
+}
+
+static inline void rq_mark(const struct thread_state *t, struct slot *s) {
+    if (rq_threads) rq_read(t->tid, &s->at_other_ns, &s->at_other_pre);
+}
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static pthread_key_t exit_key;
 static uint64_t dropped;               /* atomic */
@@ -202,8 +272,9 @@ int64_t qt_start(int64_t request_id, const char *request_class) {
     s->rec.request_id = request_id;
     s->rec.thread_id = t->tid;
     s->rec.start_ns = s->at.mono_ns;
-    s->rec.runq_wait_other_cgroup_ns = -1;
-    s->rec.preempt_other_total = -1;
+    s->rec.runq_wait_other_cgroup_ns = rq_threads ? 0 : -1;
+    s->rec.preempt_other_total = rq_threads ? 0 : -1;
+    rq_mark(t, s);
     return token;
 }
 
@@ -215,6 +286,7 @@ int qt_yield(int64_t token) {
     qt_snapshot now;
     if (snap(t, &now, 0) != 0) return -EIO;
     add_span(&s->rec, &s->at, &now);
+    rq_span(t, &s->rec, s);
     s->rec.yields++;
     s->state = QT_YIELDED;
     return 0;
@@ -226,6 +298,7 @@ int qt_resume(int64_t token) {
     if (!s || s->state == QT_ENDED) return -EINVAL;
     if (s->state != QT_YIELDED) return -EALREADY;
     if (snap(t, &s->at, 0) != 0) return -EIO;
+    rq_mark(t, s);
     s->state = QT_RUNNING;
     return 0;
 }
@@ -244,9 +317,11 @@ int qt_label(int64_t token, int64_t request_id, const char *request_class) {
  * clear its environment before it serves (php-fpm does in each worker, `clear_env`). */
 static char load_dir[512];
 
-__attribute__((constructor)) static void remember_log_dir(void) {
+/* At load: remember the log directory, map the eBPF per-thread totals if a descriptor is named. */
+__attribute__((constructor)) static void at_load(void) {
     const char *dir = getenv(QT_LOG_DIR_ENV);
     if (dir && strlen(dir) < sizeof load_dir) strcpy(load_dir, dir);
+    rq_map();
 }
 
 static int log_open(struct thread_state *t) {
@@ -306,7 +381,10 @@ int qt_end(int64_t token) {
     if (!s || s->state == QT_ENDED) return -EINVAL;
     qt_snapshot now;
     if (snap(t, &now, 0) != 0) return -EIO;
-    if (s->state == QT_RUNNING) add_span(&s->rec, &s->at, &now);
+    if (s->state == QT_RUNNING) {
+        add_span(&s->rec, &s->at, &now);
+        rq_span(t, &s->rec, s);
+    }
     s->rec.end_ns = now.mono_ns;
     s->rec.wall_ns = now.mono_ns - s->rec.start_ns;
     s->state = QT_ENDED;
@@ -323,7 +401,10 @@ int qt_read(int64_t token, qt_record *out) {
     if (s->state != QT_ENDED) {
         qt_snapshot now;
         if (snap(t, &now, 0) != 0) return -EIO;
-        if (s->state == QT_RUNNING) add_span(out, &s->at, &now);
+        if (s->state == QT_RUNNING) {
+            add_span(out, &s->at, &now);
+            rq_span(t, out, s);
+        }
         out->wall_ns = now.mono_ns - out->start_ns;
     }
     return s->state;

@@ -29,6 +29,10 @@ extern "C" {
 #define QT_CLASS_BYTES 48               /* request class, NUL-padded, truncated to 47 bytes */
 #define QT_LOG_DIR_ENV "QUELL_TOKEN_LOG_DIR"
 #define QT_LOG_RECORDS_ENV "QUELL_TOKEN_LOG_RECORDS"   /* records per log file (default 65536) */
+/* an inherited descriptor of the eBPF run-queue split's per-thread map (struct rq_thread in
+ * ../bpf/rqwait.h): when it names one, tokens also count their run-queue wait behind other
+ * cgroups and preemptions by them (else those two fields stay -1) */
+#define QT_RQ_FD_ENV "QUELL_RQ_THREADS_FD"
 
 enum qt_state { QT_RUNNING = 1, QT_YIELDED = 2, QT_ENDED = 3 };
 
