@@ -379,6 +379,14 @@ def measure_command(
             "the periodic runs).",
         ),
     ] = None,
+    ebpf: Annotated[
+        bool,
+        typer.Option(
+            "--ebpf",
+            help="Attach the eBPF run-queue split for the runs: each request also records its "
+            "wait behind other cgroups and its preemptions by them (exit 2 if it cannot load).",
+        ),
+    ] = False,
 ) -> None:
     """Run the campaign's cells of ``part`` on this machine (root; under the lab lock): the
     instrumented service beside stress-ng tenants, each run's per-request records, PSI samples
@@ -396,8 +404,14 @@ def measure_command(
         raise PrerequisiteError("root", "cgroups for the service and its tenants")
     if cpu not in os.sched_getaffinity(0):
         raise InputError("--cpu", [Problem("", f"CPU {cpu} is not available here")])
-    make = PARTS[part]
-    run_cells(make() if requests is None else make(requests), out, cpu, say)
+    cells = PARTS[part]() if requests is None else PARTS[part](requests)
+    if not ebpf:
+        run_cells(cells, out, cpu, say)
+        return
+    from quell.instrument import bpf
+
+    with bpf.attached() as split:
+        run_cells(cells, out, cpu, say, rq_threads_fd=split.threads_fd())
 
 
 @attribute_app.command("analyse")

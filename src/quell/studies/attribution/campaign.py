@@ -2,8 +2,9 @@
 from them.
 
 Training (schedule seed 1, 7,500 requests a run): the service uncontended at 1, 2 and 3 worker
-processes, and under stress-ng ``cpu`` and ``matrix`` tenants (1 and 3 at one worker; 2 at two
-and three workers). Held out (schedule seed 2, 50,000 requests a run, the seed's experiment
+processes, and under stress-ng ``cpu``, ``matrix`` and ``hrtimers`` tenants (1 and 3 at one
+worker; ``cpu`` and ``matrix``, 2 at two and three workers): two that hold the CPU and one that
+wakes tens of thousands of times a second and so preempts the service. Held out (schedule seed 2, 50,000 requests a run, the seed's experiment
 size): the Fig. 3 grid (``cpu`` tenants 0, 1, 2, 4 × service workers 1, 2, 3), tenant kinds
 never trained on (stress-ng ``cache`` and ``switch``, fio on the disk, iperf3 over loopback; 2
 tenants at one worker), and the customer's own slowdown (every request twice as heavy, no
@@ -24,14 +25,14 @@ from quell.studies.attribution.experiment import Cell
 TRAIN_SEED: Final = 1
 TEST_SEED: Final = 2
 TRAIN_REQUESTS: Final = 7_500
-"""Per training run: nine runs, 67,500 requests, of which 80 % (54,000) are fitted on."""
+"""Per training run: eleven runs, 82,500 requests, of which 80 % (66,000) are fitted on."""
 TEST_REQUESTS: Final = 50_000
 """Per held-out run: about the seed's 50,000 requests per experiment, so each Fig. 3 cell's p99
 rests on 500 requests above it."""
 PERIODIC_REQUESTS: Final = 10_000
 LOADS: Final = (1, 2, 3)
 GRID_TENANTS: Final = (0, 1, 2, 4)
-TRAIN_KINDS: Final = ("cpu", "matrix")
+TRAIN_KINDS: Final = ("cpu", "matrix", "hrtimers")
 HELD_OUT_KINDS: Final = ("cache", "switch", "fio", "iperf3")
 """Tenant kinds never trained on: two stress-ng stressors, disk I/O and loopback traffic."""
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from quell.attribute.features import PSI_KEYS
 from quell.core.files import write_json
 from quell.errors import ComponentError
+from quell.instrument.token import RQ_FD_ENV
 from quell.lab.antagonists import (
     clamscan_argv,
     fio_argv,
@@ -213,8 +214,12 @@ def run_cell(
     tag: RunTag,
     layout: CgroupLayout | None = None,
     deadline_s: float | None = None,
+    rq_threads_fd: int | None = None,
 ) -> Path:
-    """Run ``cell`` into ``out/cell.name`` (logs/, psi.csv, cell.json); returns the directory."""
+    """Run ``cell`` into ``out/cell.name`` (logs/, psi.csv, cell.json); returns the directory.
+    With ``rq_threads_fd`` (the attached eBPF split's per-thread map) the service's workers
+    inherit it, and their records carry the wait behind other cgroups and the preemptions by
+    them."""
     layout = layout or detect_layout()
     deadline_s = deadline_for(cell.requests) if deadline_s is None else deadline_s
     run_dir = out / cell.name
@@ -283,9 +288,10 @@ def run_cell(
                 ]  # fmt: skip
                 worker = subprocess.Popen(
                     ["taskset", "-c", str(cpu), *_in_group(svc, argv)],
-                    env=env,
+                    env=env if rq_threads_fd is None else env | {RQ_FD_ENV: str(rq_threads_fd)},
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
+                    pass_fds=() if rq_threads_fd is None else (rq_threads_fd,),
                 )
                 workers.append(worker)
                 procs.append(worker)
@@ -314,6 +320,7 @@ def run_cell(
             "load": cell.workers,
             "cpu": cpu,
             "served": served,
+            "ebpf": rq_threads_fd is not None,
             "started": started,
             "seconds": round(time.time() - started, 2),
         },
@@ -327,6 +334,7 @@ def run_cells(
     cpu: int,
     progress: Callable[[str], None] | None = None,
     deadline_s: float | None = None,
+    rq_threads_fd: int | None = None,
 ) -> list[Path]:
     """Run each cell not already in ``out`` (a run directory with cell.json is done)."""
     note = progress or (lambda _: None)
@@ -338,7 +346,7 @@ def run_cells(
             note(f"{cell.name}: already measured")
         else:
             t0 = time.monotonic()
-            run_cell(cell, out, cpu, tag, layout, deadline_s)
+            run_cell(cell, out, cpu, tag, layout, deadline_s, rq_threads_fd)
             doc = json.loads((out / cell.name / "cell.json").read_text())
             note(f"{cell.name}: {doc['served']} requests in {time.monotonic() - t0:.1f} s")
         done.append(out / cell.name)
