@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from quell.attribute.apply import attribute
-from quell.attribute.features import available_features
+from quell.attribute.apply import Attribution, attribute
+from quell.attribute.features import EBPF_FEATURES, available_features
 from quell.attribute.labels import percentile_labels
 from quell.core.files import load_json
 from quell.studies.attribution.campaign import (
@@ -109,12 +110,32 @@ def _read(data: Path) -> tuple[dict[str, dict[str, Any]], dict[str, Run], list[s
 
 
 def analyse(data: Path, settings: FitSettings, progress: Progress | None = None) -> dict[str, Any]:
-    """Fit, score and attribute over the runs in ``data``; the document of the results page."""
+    """Fit, score and attribute over the runs in ``data``; the document of the results page.
+    When the runs carry the eBPF split's features, the same is done once more without them
+    (the GP alone, ``without_ebpf``): what the split adds on the same runs."""
     note = progress or (lambda _: None)
     cells, runs, names, classes = _read(data)
     runs = {n: r for n, r in runs.items() if not n.startswith("periodic-")}
     cells = {n: c for n, c in cells.items() if not n.startswith("periodic-")}
+    doc = _fitted(data, cells, runs, names, classes, settings, note)
+    base = [n for n in names if n not in EBPF_FEATURES]
+    if len(base) < len(names):
+        note("again without the eBPF split's features")
+        plain = replace(settings, baselines=False)
+        without = _fitted(data, cells, runs, base, classes, plain, note)
+        doc["without_ebpf"] = {k: without[k] for k in ("fit", "grid", "customer")}
+    return doc
 
+
+def _fitted(
+    data: Path,
+    cells: dict[str, dict[str, Any]],
+    runs: dict[str, Run],
+    names: list[str],
+    classes: list[str],
+    settings: FitSettings,
+    note: Progress,
+) -> dict[str, Any]:
     def build(groups: list[tuple[str, list[str]]], include: bool) -> TrainingSet:
         return combine(
             [
@@ -175,6 +196,14 @@ def analyse(data: Path, settings: FitSettings, progress: Progress | None = None)
         if n.startswith("test-")
     }
     doc["runs"] = {n: a.summary() for n, a in attributed.items()}
+    doc["grid"] = _grid(attributed, runs)
+    doc["customer"] = _customer(attributed)
+    return doc
+
+
+def _grid(attributed: dict[str, Attribution], runs: dict[str, Run]) -> list[dict[str, Any]]:
+    """Fig. 3: per cell of the grid, the p99 of the latency, of its provider part and of the
+    labels; in the clean cells, the run's own p99 scatter beside the provider part's p99."""
     grid = []
     for tenants in GRID_TENANTS:
         for load in LOADS:
@@ -203,7 +232,12 @@ def analyse(data: Path, settings: FitSettings, progress: Progress | None = None)
                 row["own_p99_scatter_seconds"] = scatter
                 row["no_false_attribution"] = bool(row["provider_p99_seconds"] <= scatter)
             grid.append(row)
-    doc["grid"] = grid
+    return grid
+
+
+def _customer(attributed: dict[str, Attribution]) -> list[dict[str, Any]]:
+    """The customer's own slowdowns against the clean one-worker run, request by request: the
+    share of their excess attributed to the service."""
     customer = []
     base_name = "test-clean-w1"
     for name, what in (
@@ -233,8 +267,7 @@ def analyse(data: Path, settings: FitSettings, progress: Progress | None = None)
                 "service_share": 1.0 - to_provider / excess if excess > 0 else None,
             }
         )
-    doc["customer"] = customer
-    return doc
+    return customer
 
 
 def _in_spans(start_ns: np.ndarray, spans: np.ndarray) -> np.ndarray:
