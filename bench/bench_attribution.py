@@ -11,7 +11,9 @@
   over a request as an event loop serves it (a sleep, then start, yield, resume, yield, resume,
   end).
   With the per-thread log on (records written to a scratch folder). The CPU it runs on:
-  ``QUELL_BENCH_CPU`` (default 1).
+  ``QUELL_BENCH_CPU`` (default 1). Where the eBPF split loads (root), the same again with the
+  split attached and its per-thread map inherited (every call also reads its thread's entry),
+  and the ratio of the two runs' costs.
 * **Python calls** (``quell.instrument.token`` through ctypes): the same, batches of 1,000,
   beside the raw snapshot through the same binding (``TokenLibrary.snapshot``).
 * **lighttpd with and without the preload** (needs root for nothing, but starts real servers:
@@ -40,9 +42,9 @@ from typing import Any
 
 from scipy import stats
 
-from quell.instrument import native
+from quell.instrument import bpf, native
 from quell.instrument.log import read_records
-from quell.instrument.token import LOG_DIR_ENV, TokenLibrary
+from quell.instrument.token import LOG_DIR_ENV, RQ_FD_ENV, TokenLibrary
 
 HERE = Path(__file__).resolve().parent
 PORT = 18481
@@ -64,7 +66,9 @@ def _compile(out: Path, *sources: Path, shared: bool = False) -> Path:
     return out
 
 
-def c_calls(work: Path) -> dict[str, Any]:
+def c_calls(work: Path, rq_threads_fd: int | None = None) -> dict[str, Any]:
+    """The C calls' costs; with ``rq_threads_fd`` the benchmark inherits the eBPF split's
+    per-thread map, so every call also reads its thread's entry there."""
     exe = _compile(
         work / "qtbench",
         HERE / "attribution" / "qtbench.c",
@@ -73,12 +77,16 @@ def c_calls(work: Path) -> dict[str, Any]:
     )
     logs = work / "qtbench-logs"
     logs.mkdir()
+    env = {**os.environ, LOG_DIR_ENV: str(logs)}
+    if rq_threads_fd is not None:
+        env[RQ_FD_ENV] = str(rq_threads_fd)
     done = subprocess.run(
         ["taskset", "-c", CPU, str(exe), "1000"],
         capture_output=True,
         text=True,
-        env={**os.environ, LOG_DIR_ENV: str(logs)},
+        env=env,
         timeout=600,
+        pass_fds=() if rq_threads_fd is None else (rq_threads_fd,),
     )
     shutil.rmtree(logs)
     res: dict[str, Any] = json.loads(done.stdout)
@@ -279,6 +287,14 @@ def run() -> dict[str, Any]:
             shared=True,
         )
         result: dict[str, Any] = {"c": c_calls(work), "python": python_calls(lib)}
+        if bpf.probe().ok:  # the same calls reading the eBPF split's map too, and the ratio
+            with bpf.attached() as split:
+                mapped = c_calls(work, split.threads_fd())
+            result["c_with_ebpf_map"] = mapped
+            result["c_with_ebpf_map_vs_without"] = {
+                key: round(mapped[key] / result["c"][key], 3)
+                for key in ("start_end_ns_per_call", "yield_resume_ns_per_call", "read_ns")
+            }
         if shutil.which("lighttpd") and shutil.which("wrk"):
             result["lighttpd"] = lighttpd_ab(work, shim)
         return result
