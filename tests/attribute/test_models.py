@@ -11,6 +11,7 @@ from quell.attribute.models import (
     BoostingBaseline,
     ExactGP,
     LinearBaseline,
+    OtherCgroupWaitBaseline,
     Prediction,
     RunQueueBaseline,
     SparseGP,
@@ -102,6 +103,16 @@ def test_bad_training_data_is_refused_naming_each_problem() -> None:
     assert {p.location for p in err.value.problems} == {"x", "y"}
     with pytest.raises(InputError, match="runq_wait_seconds"):
         RunQueueBaseline(("cpu_seconds",))
+    with pytest.raises(InputError, match="runq_wait_other_cgroup_seconds"):
+        OtherCgroupWaitBaseline(("cpu_seconds", "runq_wait_seconds"))
+
+
+def test_the_other_cgroup_baseline_answers_that_column_and_nothing_else() -> None:
+    names = ("runq_wait_seconds", "runq_wait_other_cgroup_seconds")
+    x = np.array([[0.004, 0.001], [0.002, 0.0]])
+    other = OtherCgroupWaitBaseline(names).fit(x, np.zeros(2)).predict(x)
+    assert other.mean_seconds.tolist() == [0.001, 0.0] and other.std_seconds is None
+    assert RunQueueBaseline(names).predict(x).mean_seconds.tolist() == [0.004, 0.002]
 
 
 def test_the_linear_mean_extrapolates_where_a_zero_mean_falls_back() -> None:

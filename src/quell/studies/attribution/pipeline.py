@@ -33,6 +33,7 @@ from quell.attribute.models import (
     BoostingBaseline,
     ExactGP,
     LinearBaseline,
+    OtherCgroupWaitBaseline,
     RunQueueBaseline,
     Score,
     SparseGP,
@@ -265,6 +266,11 @@ def fit_attribution(
     if settings.baselines:
         models += [
             RunQueueBaseline(data.features.names),
+            *(
+                [OtherCgroupWaitBaseline(data.features.names)]
+                if OtherCgroupWaitBaseline.column in data.features.names
+                else []
+            ),
             LinearBaseline(),
             BoostingBaseline(settings.seed),
             ExactGP(settings.exact_points, settings.seed),
