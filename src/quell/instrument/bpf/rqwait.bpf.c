@@ -3,9 +3,11 @@
  * waited, and the preemptions of each thread by tasks of another cgroup.
  *
  * Every CPU keeps the cumulative on-CPU ns of up to RQ_NSLOT cgroups (charged at each
- * sched_switch to the task that leaves). A task that becomes runnable (sched_wakeup,
- * sched_wakeup_new, or preempted while still runnable) snapshots its CPU's counters; when it gets
- * a CPU back, the difference is its wait, split by cgroup. A wait that ends on another CPU (a
+ * sched_switch to the task that leaves, and at each wake-up onto the CPU to the task running
+ * there, up to that moment; a slot whose cgroup has not run for RQ_STALE_NS is reused). A task
+ * that becomes runnable (sched_wakeup, sched_wakeup_new, or preempted while still runnable)
+ * snapshots its CPU's counters; when it gets a CPU back, the difference is its wait, split by
+ * cgroup. A wait that ends on another CPU (a
  * migration) is charged whole to the task that last ran there. The cgroup id is the v1 "cpu"
  * hierarchy's (rq_config.use_cgroup_v2 = 0) or cgroup2's; either equals the inode number of the cgroup's
  * directory. rq_config.target_tgid != 0 restricts the per-thread records to one process (the per-CPU
@@ -82,6 +84,39 @@ static __always_inline int wanted(struct task_struct *p)
     return !rq_config.target_tgid || BPF_CORE_READ(p, tgid) == rq_config.target_tgid;
 }
 
+/* Charge [last_ts, now) to cgroup cg's slot: its own, else a free one, else one whose cgroup has
+ * not run for RQ_STALE_NS (the cgroups of ended runs; the counters are cumulative and not reset,
+ * so a wait that spans the hand-over charges the new cgroup only with its own time), else the
+ * overflow slot. */
+static __always_inline void charge(struct rq_cpu_acc *a, u64 cg, u64 now)
+{
+    /* cg 0: the CPU was idle (or its task is not known yet, before its first switch); idle
+     * time is nobody's, and a task woken on an idle CPU waits behind no one */
+    if (!cg || !a->last_ts || now <= a->last_ts) {
+        a->last_ts = now;
+        return;
+    }
+    u64 d = now - a->last_ts;
+    int at = -1, stale = -1;
+    for (int i = 0; i < RQ_NSLOT - 1; i++) {
+        if (at < 0 && (a->cg[i] == cg || !a->cg[i]))
+            at = i;
+        if (stale < 0 && a->cg[i] && now - a->used[i] > RQ_STALE_NS)
+            stale = i;
+    }
+    if (at < 0)
+        at = stale;
+    if (at < 0) {
+        a->cg[RQ_NSLOT - 1] = RQ_OVERFLOW_CG;
+        at = RQ_NSLOT - 1;
+    } else {
+        a->cg[at & (RQ_NSLOT - 1)] = cg;
+    }
+    a->run[at & (RQ_NSLOT - 1)] += d;
+    a->used[at & (RQ_NSLOT - 1)] = now;
+    a->last_ts = now;
+}
+
 static __always_inline void enqueued(struct task_struct *p, u32 cpu, u64 now)
 {
     u32 tid = BPF_CORE_READ(p, pid);
@@ -90,6 +125,9 @@ static __always_inline void enqueued(struct task_struct *p, u32 cpu, u64 now)
     struct rq_cpu_acc *a = bpf_map_lookup_elem(&cpu_acc, &cpu);
     if (!a)
         return;
+    /* the task running there now is charged up to this moment, so that its time before the
+     * wake-up is not counted as part of this wait */
+    charge(a, a->cur_cg, now);
     struct rq_wait_start ws = {.ts = now, .cpu = cpu};
     for (int i = 0; i < RQ_NSLOT; i++)
         ws.snap[i] = a->run[i];
@@ -149,27 +187,15 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
     struct rq_cpu_acc *a = bpf_map_lookup_elem(&cpu_acc, &cpu);
     if (!a)
         return 0;
-    u64 prev_cg = task_cg(prev);
-    if (a->last_ts) { /* charge [last switch, now) to prev's cgroup slot */
-        u64 d = now - a->last_ts;
-        int done = 0;
-        for (int i = 0; i < RQ_NSLOT - 1; i++)
-            if (!done && (a->cg[i] == prev_cg || !a->cg[i])) {
-                a->cg[i] = prev_cg;
-                a->run[i] += d;
-                done = 1;
-            }
-        if (!done) {
-            a->cg[RQ_NSLOT - 1] = RQ_OVERFLOW_CG;
-            a->run[RQ_NSLOT - 1] += d;
-        }
-    }
-    a->last_ts = now;
+    /* the idle task (pid 0) belongs to no cgroup here: its time is not charged (charge) */
+    u64 prev_cg = BPF_CORE_READ(prev, pid) ? task_cg(prev) : 0;
+    u64 next_cg = BPF_CORE_READ(next, pid) ? task_cg(next) : 0;
+    charge(a, prev_cg, now); /* [the last charge, now) was prev's */
+    a->cur_cg = next_cg;
     if (BPF_CORE_READ(prev, __state) == 0) { /* preempted, still runnable */
         enqueued(prev, cpu, now);
         u32 ptid = BPF_CORE_READ(prev, pid);
-        u64 next_cg = task_cg(next);
-        if (ptid && next_cg != prev_cg && wanted(prev)) {
+        if (ptid && next_cg && next_cg != prev_cg && wanted(prev)) {
             struct rq_thread *t = thread_entry(ptid);
             if (t)
                 __sync_fetch_and_add(&t->other_preemptions, 1);
@@ -184,7 +210,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
     struct rq_wait_start *ws = bpf_map_lookup_elem(&wstart, &tid);
     if (!ws)
         return 0;
-    u64 total = now - ws->ts, victim_cg = task_cg(next);
+    u64 total = now - ws->ts, victim_cg = next_cg;
     u32 tgid = BPF_CORE_READ(next, tgid);
     if (ws->cpu != cpu) {
         add_wait(tid, tgid, prev_cg, total, victim_cg, 1);

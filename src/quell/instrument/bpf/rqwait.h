@@ -4,7 +4,8 @@
 #ifndef QUELL_RQWAIT_H
 #define QUELL_RQWAIT_H
 
-#define RQ_NSLOT 8          /* cgroup slots per CPU; the last one collects "any other cgroup" */
+#define RQ_NSLOT 16         /* cgroup slots per CPU; the last one collects "any other cgroup" */
+#define RQ_STALE_NS 10000000000ULL /* a slot whose cgroup has not run for this long is reused */
 #define RQ_OVERFLOW_CG (~0ULL) /* the id charged when a CPU saw more than RQ_NSLOT-1 cgroups */
 #define RQ_MAX_CPUS 64
 #define RQ_THREAD_SLOTS 32768 /* entries of the per-thread map, indexed by tid modulo its size */
@@ -16,11 +17,14 @@ struct rq_config {
     unsigned int target_tgid;
 };
 
-/* per CPU: cumulative on-CPU ns per cgroup slot, since the program attached */
+/* per CPU: cumulative on-CPU ns per cgroup slot, since the program attached; the cgroup of the
+ * task on the CPU now, charged up to last_ts; when each slot was last charged */
 struct rq_cpu_acc {
     unsigned long long last_ts;
+    unsigned long long cur_cg;
     unsigned long long cg[RQ_NSLOT];
     unsigned long long run[RQ_NSLOT];
+    unsigned long long used[RQ_NSLOT];
 };
 
 /* per runnable TID: when it became runnable, where, and the CPU's counters then */
