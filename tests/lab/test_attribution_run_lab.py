@@ -5,6 +5,8 @@ its plots."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -69,3 +71,37 @@ def test_a_lab_run_attributes_every_request_and_reports_it(tmp_path: Path) -> No
     assert (out / "attribution-web.png").is_file()
     assert (out / "attribution-heatmap-web.png").is_file()
     assert not any(leftovers(run_tag(run_dir)).values())
+
+
+def test_with_ebpf_the_records_split_the_wait_and_the_split_is_detached(tmp_path: Path) -> None:
+    # make test builds the program (clang, bpftool, libbpf): a missing part is a failure here
+    from quell.instrument import bpf
+
+    found = bpf.probe()
+    assert found.ok, found.reason
+    path = tmp_path / "attribution-ebpf.yaml"
+    path.write_text(SCENARIO + "  ebpf: true\n")
+    summary = run_lab(load_scenario(path), path, tmp_path / "runs")
+    run_dir = Path(summary["run_dir"])
+    records = read_records(run_dir / "instrument" / "web" / CSV_NAME)
+    requests = records[records["request_id"] >= 0]
+    assert len(requests) >= 150
+    other = requests["runq_wait_other_cgroup_ns"].to_numpy()
+    wait = requests["runq_wait_ns"].to_numpy()
+    assert (other >= 0).all() and (requests["preempt_other_total"] >= 0).all()
+    # the hog (another cgroup, the instance's CPU) from 3 s on: the lighttpd thread's wait is
+    # then nearly all behind it; before, there is little wait at all
+    start = requests["start_ns"].to_numpy()
+    late = start >= start.min() + 3.5e9
+    print(
+        f"hog: wait {wait[late].mean() / 1e3:.1f} µs, behind others {other[late].mean() / 1e3:.1f} µs;"
+        f" alone: wait {wait[~late].mean() / 1e3:.1f} µs, behind others"
+        f" {other[~late].mean() / 1e3:.1f} µs"
+    )
+    assert other[late].sum() >= 0.8 * wait[late].sum() > 0
+    assert other.sum() <= 1.02 * wait.sum() + 2_000_000
+    assert summary["attribution"]["web"]["requests"] == len(requests)
+    assert not any(leftovers(run_tag(run_dir)).values())
+    # the run's program was detached and unloaded with the run
+    shown = subprocess.run(["bpftool", "prog", "show", "-j"], capture_output=True, check=True)
+    assert "on_switch" not in {p.get("name") for p in json.loads(shown.stdout)}

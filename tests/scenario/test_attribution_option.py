@@ -83,3 +83,20 @@ def test_a_model_reading_psi_and_an_unknown_class_are_both_named(tmp_path: Path)
         "workload.requests[1].path: class '/big.bin' is not one the attribution model was "
         "trained on (/php, /static)",
     )
+
+
+def test_a_model_reading_the_ebpf_split_needs_ebpf_true(tmp_path: Path) -> None:
+    doc = json.loads(MODEL.read_text())
+    doc["features"][-1] = "runq_wait_other_cgroup_seconds"  # as many columns: a readable bundle
+    (tmp_path / "ebpf.json").write_text(json.dumps(doc))
+    path = scenario(tmp_path, "ebpf.json")
+    assert_refused(
+        run_quell("scenario", "check", path),
+        "reads runq_wait_other_cgroup_seconds, which a lab run does not record",
+        "the eBPF part only with ebpf: true",
+    )
+    with_ebpf = yaml.safe_load(path.read_text())
+    with_ebpf["attribution"]["ebpf"] = True
+    path.write_text(yaml.safe_dump(with_ebpf))
+    assert load_scenario(path).attribution.ebpf  # type: ignore[union-attr]
+    assert run_quell("scenario", "check", path).code == 0

@@ -465,7 +465,7 @@ def start_apache(
         argv: Sequence[str] = php_fpm_argv(paths, scenario.pages)
         if inst.instrument:  # a token per request in each worker (docs/attribution.md)
             argv = preloaded(argv, phpfpm_shim(), token_logs_dir(paths.base))
-        return supervisor.start(f"php-fpm-{inst.id}", argv, placement)
+        return supervisor.start(f"php-fpm-{inst.id}", argv, placement, instrumented=inst.instrument)
 
     def fetch(path: str) -> str:
         sock = socket_in_netns(netns) if netns else socket.socket()

@@ -139,3 +139,9 @@ def preflight(
         raise PrerequisiteError(
             "the lab must run as root", "network namespaces, cgroups, tc and HAProxy"
         )
+    if scenario.attribution is not None and scenario.attribution.ebpf:
+        from quell.instrument import bpf
+
+        found = bpf.probe()
+        if not found.ok:
+            raise PrerequisiteError(str(found.reason), "attribution.ebpf: the eBPF run-queue split")

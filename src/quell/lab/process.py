@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from quell.errors import ComponentError
+from quell.instrument.token import RQ_FD_ENV
 from quell.lab.tag import ENV_VAR, RunTag
 
 _JOIN_CGROUPS = 'for f in $QUELL_CGROUP_PROCS; do echo $$ > "$f" || exit 97; done; exec "$@"'
@@ -55,6 +56,9 @@ class Supervisor:
     tag: RunTag
     log_dir: Path
     procs: list[Managed] = field(default_factory=list)
+    rq_threads_fd: int | None = None
+    """The attached eBPF split's per-thread map, which instrumented servers inherit (named in
+    ``QUELL_RQ_THREADS_FD``) so that their records carry the wait behind other cgroups."""
 
     def argv(self, command: Sequence[str], placement: Placement) -> list[str]:
         argv = list(command)
@@ -72,9 +76,14 @@ class Supervisor:
         command: Sequence[str],
         placement: Placement | None = None,
         env: dict[str, str] | None = None,
+        instrumented: bool = False,
     ) -> Managed:
         placement = placement or Placement()
         full_env = {**os.environ, **(env or {}), ENV_VAR: self.tag.value}
+        fds: tuple[int, ...] = ()
+        if instrumented and self.rq_threads_fd is not None:
+            fds = (self.rq_threads_fd,)
+            full_env[RQ_FD_ENV] = str(self.rq_threads_fd)
         full_env["QUELL_CGROUP_PROCS"] = " ".join(str(p) for p in placement.cgroup_procs)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.log_dir / f"{name}.log"
@@ -87,6 +96,7 @@ class Supervisor:
                     stderr=subprocess.STDOUT,
                     env=full_env,
                     start_new_session=True,
+                    pass_fds=fds,
                 )
             except OSError as exc:
                 raise ComponentError(name, f"cannot start {command[0]}: {exc.strerror}") from None

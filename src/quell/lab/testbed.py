@@ -92,6 +92,8 @@ class Testbed:
         self.schedule: RequestSchedule | None = None
         self.population = build_population(scenario)
         """The closed-loop users; None for an open loop, which replays ``schedule``."""
+        self.rq_split = contextlib.ExitStack()
+        """The eBPF run-queue split while it is attached (the scenario's ``attribution.ebpf``)."""
 
     def cpus_for(self, host: str, own: Sequence[int] | None) -> list[int] | None:
         if own is not None:
@@ -113,6 +115,12 @@ class Testbed:
             json.dumps({"tag": self.tag.value, **runner_record(), "run_dir": str(self.run_dir)})
         )
         enable_v2_controllers(self.layout)
+        if s.attribution is not None and s.attribution.ebpf:
+            from quell.instrument import bpf
+
+            status("eBPF run-queue split")
+            split = self.rq_split.enter_context(bpf.attached())
+            self.supervisor.rq_threads_fd = split.threads_fd()
         status("network")
         self.topology.create()
         for host in s.hosts:
@@ -152,7 +160,9 @@ class Testbed:
             server = apache.procs["apache"]
         else:
             files = server_files(self.work / f"i-{inst.id}", self.work / "www", addr, inst)
-            server = self.supervisor.start(f"server-{inst.id}", files.command, placement)
+            server = self.supervisor.start(
+                f"server-{inst.id}", files.command, placement, instrumented=inst.instrument
+            )
         probe_server = None
         if self.scenario.probe is not None:
             pfiles = probe_server_files(self.work / f"p-{inst.id}", self.work / "probe-www", addr)
@@ -385,6 +395,8 @@ class Testbed:
         """Stop everything and remove every trace of the run."""
         errors: list[str] = []
         self.supervisor.stop_all()
+        self.supervisor.rq_threads_fd = None
+        self.rq_split.close()  # detached and unloaded
         for reader in self.links.values():
             reader.close()  # the descriptors hold the host namespaces
         self.links.clear()

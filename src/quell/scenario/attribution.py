@@ -57,14 +57,17 @@ def check_attribution(scenario: Scenario, base_dir: Path | None) -> list[Problem
 
 
 def _fits_the_lab(scenario: Scenario, bundle: AttributionModel, path: Path) -> list[Problem]:
-    from quell.attribute.features import BASE_FEATURES
+    from quell.attribute.features import BASE_FEATURES, EBPF_FEATURES
 
     problems: list[Problem] = []
-    needs = [f for f in bundle.features if f not in BASE_FEATURES]
+    ebpf = scenario.attribution is not None and scenario.attribution.ebpf
+    recorded = BASE_FEATURES + (EBPF_FEATURES if ebpf else ())
+    needs = [f for f in bundle.features if f not in recorded]
     if needs:
+        without = "no PSI series" + ("" if ebpf else "; the eBPF part only with ebpf: true")
         message = (
             f"{path}: reads {', '.join(needs)}, which a lab run does not record"
-            " (no PSI series, no eBPF part): fit the model on runs with records alone"
+            f" ({without}): fit the model on runs with records alone"
         )
         problems.append(Problem(KEY, message))
     lighttpd_only = all(i.server == "lighttpd" for i in scenario.instances if i.instrument)

@@ -268,6 +268,10 @@ class AttributionSpec(StrictModel):
     model: Annotated[str, Field(min_length=1, max_length=4096)]
     """The attribution model bundle (``quell attribute fit``), relative to the scenario's
     folder."""
+    ebpf: bool = False
+    """Attach the eBPF run-queue split for the run (root, a kernel with BTF, ``make native``):
+    the instrumented servers' records then carry each request's wait behind other cgroups and
+    its preemptions by them, and a model fitted with those features can attribute them."""
 
 
 class Scenario(StrictModel):
