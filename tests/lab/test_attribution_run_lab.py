@@ -89,11 +89,12 @@ def test_with_ebpf_the_records_split_the_wait_and_the_split_is_detached(tmp_path
     other = requests["runq_wait_other_cgroup_ns"].to_numpy()
     wait = requests["runq_wait_ns"].to_numpy()
     assert (other >= 0).all() and (requests["preempt_other_total"] >= 0).all()
-    # measured, not "-1": some requests waited behind the hog (another cgroup on the
-    # instance's CPU, from 3 s on), and no request's part behind other cgroups exceeds its whole
-    # run-queue wait by more than the two clocks' few µs a wait (docs/attribution.md). (lighttpd
-    # sleeps between short requests and is woken ahead of a CPU hog, so the hog adds little
-    # wait here: 5 µs a request, measured.)
+    # measured in every request (not "-1": the server inherited and mapped the program's map),
+    # and no request's part behind other cgroups exceeds its whole run-queue wait by more than
+    # the two clocks' few µs a wait (docs/attribution.md). Whether the hog (another cgroup on
+    # the instance's CPU, from 3 s on) adds any wait is not asserted: lighttpd sleeps between
+    # short requests and is woken ahead of a CPU hog, and three runs measured a mean wait of
+    # 0, 5 and 46 µs a request in the hog's phase.
     start = requests["start_ns"].to_numpy()
     late = start >= start.min() + 3.5e9
     print(
@@ -101,7 +102,6 @@ def test_with_ebpf_the_records_split_the_wait_and_the_split_is_detached(tmp_path
         f" µs; alone: wait {wait[~late].mean() / 1e3:.1f} µs, behind others"
         f" {other[~late].mean() / 1e3:.1f} µs"
     )
-    assert (other[late] > 0).any()
     assert (other <= 1.02 * wait + 20_000).all()
     assert summary["attribution"]["web"]["requests"] == len(requests)
     assert not any(leftovers(run_tag(run_dir)).values())
