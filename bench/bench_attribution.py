@@ -44,7 +44,7 @@ from scipy import stats
 
 from quell.instrument import bpf, native
 from quell.instrument.log import read_records
-from quell.instrument.token import LOG_DIR_ENV, RQ_FD_ENV, TokenLibrary
+from quell.instrument.token import LOG_DIR_ENV, TokenLibrary, rq_map_inheritance
 
 HERE = Path(__file__).resolve().parent
 PORT = 18481
@@ -77,16 +77,14 @@ def c_calls(work: Path, rq_threads_fd: int | None = None) -> dict[str, Any]:
     )
     logs = work / "qtbench-logs"
     logs.mkdir()
-    env = {**os.environ, LOG_DIR_ENV: str(logs)}
-    if rq_threads_fd is not None:
-        env[RQ_FD_ENV] = str(rq_threads_fd)
+    rq_env, rq_fds = rq_map_inheritance(rq_threads_fd)
     done = subprocess.run(
         ["taskset", "-c", CPU, str(exe), "1000"],
         capture_output=True,
         text=True,
-        env=env,
+        env={**os.environ, LOG_DIR_ENV: str(logs), **rq_env},
         timeout=600,
-        pass_fds=() if rq_threads_fd is None else (rq_threads_fd,),
+        pass_fds=rq_fds,
     )
     shutil.rmtree(logs)
     res: dict[str, Any] = json.loads(done.stdout)

@@ -47,11 +47,19 @@ class TokenError(QuellError):
         super().__init__(f"quelltoken {operation}({token}): {why} (errno {code})")
 
 
-# a qt_record (quelltoken.h): 14 little-endian int64 fields, then the class
 RQ_FD_ENV: Final = "QUELL_RQ_THREADS_FD"
 """quelltoken.h's QT_RQ_FD_ENV: names a descriptor of the eBPF split's per-thread map
 (:meth:`quell.instrument.bpf.RunQueueSplit.threads_fd`) that the process inherited; the library
 maps it when it loads, and tokens then count their wait behind other cgroups."""
+
+
+def rq_map_inheritance(fd: int | None) -> tuple[dict[str, str], tuple[int, ...]]:
+    """What a child process needs to inherit the eBPF split's per-thread map ``fd``: the
+    environment entry naming it and the descriptors to pass (nothing when ``fd`` is None)."""
+    return ({}, ()) if fd is None else ({RQ_FD_ENV: str(fd)}, (fd,))
+
+
+# a qt_record (quelltoken.h): 14 little-endian int64 fields, then the class
 _RECORD = struct.Struct(f"<14q{CLASS_BYTES}s")
 _RecordBytes = ctypes.c_char * _RECORD.size
 

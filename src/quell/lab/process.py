@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from quell.errors import ComponentError
-from quell.instrument.token import RQ_FD_ENV
+from quell.instrument.token import rq_map_inheritance
 from quell.lab.tag import ENV_VAR, RunTag
 
 _JOIN_CGROUPS = 'for f in $QUELL_CGROUP_PROCS; do echo $$ > "$f" || exit 97; done; exec "$@"'
@@ -79,11 +79,8 @@ class Supervisor:
         instrumented: bool = False,
     ) -> Managed:
         placement = placement or Placement()
-        full_env = {**os.environ, **(env or {}), ENV_VAR: self.tag.value}
-        fds: tuple[int, ...] = ()
-        if instrumented and self.rq_threads_fd is not None:
-            fds = (self.rq_threads_fd,)
-            full_env[RQ_FD_ENV] = str(self.rq_threads_fd)
+        rq_env, fds = rq_map_inheritance(self.rq_threads_fd if instrumented else None)
+        full_env = {**os.environ, **(env or {}), **rq_env, ENV_VAR: self.tag.value}
         full_env["QUELL_CGROUP_PROCS"] = " ".join(str(p) for p in placement.cgroup_procs)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.log_dir / f"{name}.log"

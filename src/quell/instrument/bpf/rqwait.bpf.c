@@ -106,14 +106,10 @@ static __always_inline void charge(struct rq_cpu_acc *a, u64 cg, u64 now)
     }
     if (at < 0)
         at = stale;
-    if (at < 0) {
-        a->cg[RQ_NSLOT - 1] = RQ_OVERFLOW_CG;
-        at = RQ_NSLOT - 1;
-    } else {
-        a->cg[at & (RQ_NSLOT - 1)] = cg;
-    }
-    a->run[at & (RQ_NSLOT - 1)] += d;
-    a->used[at & (RQ_NSLOT - 1)] = now;
+    u32 k = at < 0 ? RQ_NSLOT - 1 : (u32)at & (RQ_NSLOT - 1); /* the mask bounds k for the verifier */
+    a->cg[k] = at < 0 ? RQ_OVERFLOW_CG : cg;
+    a->run[k] += d;
+    a->used[k] = now;
     a->last_ts = now;
 }
 

@@ -52,6 +52,9 @@ struct thread_state {
 };
 
 static __thread struct thread_state T = {.ss_fd = -1};
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static pthread_key_t exit_key;
+static uint64_t dropped;               /* atomic */
 
 /* The eBPF run-queue split's per-thread map (struct rq_thread in ../bpf/rqwait.h), mapped
  * read-only when the environment names an inherited descriptor of it at load time; NULL if not. */
@@ -121,9 +124,7 @@ static inline void rq_span(const struct thread_state *t, qt_record *r, const str
 static inline void rq_mark(const struct thread_state *t, struct slot *s) {
     if (rq_threads) rq_read(t->tid, &s->at_other_ns, &s->at_other_pre);
 }
-static pthread_once_t once = PTHREAD_ONCE_INIT;
-static pthread_key_t exit_key;
-static uint64_t dropped;               /* atomic */
+
 
 static void log_close(struct thread_state *t) {
     if (t->log) munmap(t->log, t->log_bytes);
@@ -244,6 +245,13 @@ static inline void add_span(qt_record *r, const qt_snapshot *a, const qt_snapsho
     r->invol_cs += b->invol_cs - a->invol_cs;
 }
 
+/* The running span of slot s, from its start to `now`, added to r (the eBPF totals too). */
+static inline void close_span(const struct thread_state *t, qt_record *r, const struct slot *s,
+                              const qt_snapshot *now) {
+    add_span(r, &s->at, now);
+    rq_span(t, r, s);
+}
+
 static inline struct slot *find(struct thread_state *t, int64_t token) {
     if (token <= 0 || !t) return NULL;
     struct slot *s = &t->slots[(uint64_t)token & (NSLOTS - 1)];
@@ -285,8 +293,7 @@ int qt_yield(int64_t token) {
     if (s->state != QT_RUNNING) return -EALREADY;
     qt_snapshot now;
     if (snap(t, &now, 0) != 0) return -EIO;
-    add_span(&s->rec, &s->at, &now);
-    rq_span(t, &s->rec, s);
+    close_span(t, &s->rec, s, &now);
     s->rec.yields++;
     s->state = QT_YIELDED;
     return 0;
@@ -381,10 +388,7 @@ int qt_end(int64_t token) {
     if (!s || s->state == QT_ENDED) return -EINVAL;
     qt_snapshot now;
     if (snap(t, &now, 0) != 0) return -EIO;
-    if (s->state == QT_RUNNING) {
-        add_span(&s->rec, &s->at, &now);
-        rq_span(t, &s->rec, s);
-    }
+    if (s->state == QT_RUNNING) close_span(t, &s->rec, s, &now);
     s->rec.end_ns = now.mono_ns;
     s->rec.wall_ns = now.mono_ns - s->rec.start_ns;
     s->state = QT_ENDED;
@@ -401,10 +405,7 @@ int qt_read(int64_t token, qt_record *out) {
     if (s->state != QT_ENDED) {
         qt_snapshot now;
         if (snap(t, &now, 0) != 0) return -EIO;
-        if (s->state == QT_RUNNING) {
-            add_span(out, &s->at, &now);
-            rq_span(t, out, s);
-        }
+        if (s->state == QT_RUNNING) close_span(t, out, s, &now);
         out->wall_ns = now.mono_ns - out->start_ns;
     }
     return s->state;

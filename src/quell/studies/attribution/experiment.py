@@ -29,7 +29,7 @@ from pathlib import Path
 from quell.attribute.features import PSI_KEYS
 from quell.core.files import write_json
 from quell.errors import ComponentError
-from quell.instrument.token import RQ_FD_ENV
+from quell.instrument.token import rq_map_inheritance
 from quell.lab.antagonists import (
     clamscan_argv,
     fio_argv,
@@ -278,6 +278,7 @@ def run_cell(
             groups.append(scan_group)
             argv = ["taskset", "-c", str(cpu), *clamscan_argv(run_dir / "clam", deadline_s)]
             scans = PeriodicScan(_in_group(scan_group, argv), cell.scan_period_s, env)
+        rq_env, rq_fds = rq_map_inheritance(rq_threads_fd)
         with PsiSampler(files) as sampler, scans:
             for index in range(cell.workers):
                 argv = [
@@ -288,10 +289,10 @@ def run_cell(
                 ]  # fmt: skip
                 worker = subprocess.Popen(
                     ["taskset", "-c", str(cpu), *_in_group(svc, argv)],
-                    env=env if rq_threads_fd is None else env | {RQ_FD_ENV: str(rq_threads_fd)},
+                    env=env | rq_env,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
-                    pass_fds=() if rq_threads_fd is None else (rq_threads_fd,),
+                    pass_fds=rq_fds,
                 )
                 workers.append(worker)
                 procs.append(worker)
