@@ -141,6 +141,57 @@ def test_one_thread_multiplexes_tokens(lib: qt.TokenLibrary) -> None:
     assert a.start_ns < b.start_ns < b.end_ns and a.end_ns <= b.end_ns
 
 
+def test_a_switch_counts_as_a_yield_and_a_resume_at_one_reading(lib: qt.TokenLibrary) -> None:
+    """The same interleaving with qt_start_after and qt_switch, as an event loop makes it: each
+    token counts its own spans (3 x 20 and 2 x 30 ms) and nothing between them."""
+
+    def run() -> tuple[qt.Reading, qt.Reading]:
+        a = lib.start(12, "/a")
+        b = lib.start_after(a, 13, "/b")  # a yielded, b running
+        lib.switch(b, 0)
+        spin_cpu(0.02)  # neither token's
+        cur = 0
+        for i in range(3):
+            lib.switch(cur, a)
+            spin_cpu(0.02)
+            cur = a
+            if i < 2:
+                lib.switch(a, b)
+                spin_cpu(0.03)
+                cur = b
+        lib.end(a)
+        lib.end(b)
+        return lib.read(a), lib.read(b)
+
+    a, b = in_thread(run)
+    assert (a.request_id, a.yields, b.request_id, b.yields) == (12, 3, 13, 3)
+    assert 60 * MS <= a.cpu_ns <= 62 * MS
+    assert 60 * MS <= b.cpu_ns <= 62 * MS
+
+
+def test_a_refused_switch_changes_nothing(lib: qt.TokenLibrary) -> None:
+    import errno
+
+    def run() -> list[tuple[str, int, int, str]]:
+        a = lib.start(14, "/a")
+        b = lib.start_after(a, 15, "/b")
+        seen = []
+        for frm, to in ((a, b), (b, b), (b, 987654321), (0, 0)):
+            try:
+                lib.switch(frm, to)
+                seen.append(("switch", 0, lib.read(a).yields, lib.read(b).state))
+            except qt.TokenError as exc:
+                seen.append((exc.operation, exc.errno, lib.read(a).yields, lib.read(b).state))
+        return seen
+
+    assert in_thread(run) == [
+        ("switch", errno.EALREADY, 1, "running"),  # a is not running: b stays running
+        ("switch", errno.EALREADY, 1, "running"),  # b cannot be resumed while it runs
+        ("switch", errno.EINVAL, 1, "running"),  # no such token: b is not yielded
+        ("switch", 0, 1, "running"),  # nothing to do
+    ]
+
+
 def test_read_sees_a_running_token_so_far(lib: qt.TokenLibrary) -> None:
     def run() -> tuple[qt.Reading, qt.Reading]:
         with qt.token(5, "/r", library=lib) as t:

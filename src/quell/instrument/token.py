@@ -24,7 +24,7 @@ from quell.instrument.native import library_path, require_library
 
 LOG_DIR_ENV = "QUELL_TOKEN_LOG_DIR"
 LOG_RECORDS_ENV = "QUELL_TOKEN_LOG_RECORDS"
-ABI_VERSION = 1
+ABI_VERSION = 2
 CLASS_BYTES = 48
 
 RUNNING, YIELDED, ENDED = 1, 2, 3
@@ -145,6 +145,10 @@ class TokenLibrary:
         for name in ("qt_yield", "qt_resume", "qt_end"):
             getattr(lib, name).argtypes = [ctypes.c_int64]
             getattr(lib, name).restype = ctypes.c_int
+        lib.qt_switch.argtypes = [ctypes.c_int64, ctypes.c_int64]
+        lib.qt_switch.restype = ctypes.c_int
+        lib.qt_start_after.argtypes = [ctypes.c_int64, ctypes.c_int64, ctypes.c_char_p]
+        lib.qt_start_after.restype = ctypes.c_int64
         lib.qt_label.argtypes = [ctypes.c_int64, ctypes.c_int64, ctypes.c_char_p]
         lib.qt_label.restype = ctypes.c_int
         lib.qt_read.argtypes = [ctypes.c_int64, ctypes.c_void_p]
@@ -177,6 +181,21 @@ class TokenLibrary:
         rc = self._resume(tok)
         if rc:
             raise TokenError("resume", tok, -rc)
+
+    def switch(self, from_tok: int, to_tok: int) -> None:
+        """Yield ``from_tok`` and resume ``to_tok`` (either 0: none) at one reading of the
+        counters; nothing changes if either cannot."""
+        rc = self._lib.qt_switch(from_tok, to_tok)
+        if rc:
+            raise TokenError("switch", from_tok or to_tok, -rc)
+
+    def start_after(self, previous: int, request_id: int = -1, request_class: str = "") -> int:
+        """Yield ``previous`` (0: none) and start a new token at one reading of the counters."""
+        cls = request_class.encode()[: CLASS_BYTES - 1]
+        tok = int(self._lib.qt_start_after(previous, request_id, cls))
+        if tok < 0:
+            raise TokenError("start_after", previous, -tok)
+        return tok
 
     def end(self, tok: int) -> None:
         rc = self._end(tok)

@@ -7,8 +7,10 @@
  * A token per accepted connection, started at accept; resumed whenever the server does I/O on
  * that connection (read, recv, write, writev, send, sendfile, sendfile64, shutdown), the token
  * that ran before yielded; every token yielded when the server waits in epoll_wait; the token
- * ended at close. The request id and class are parsed from the first bytes read on the
- * connection: the class is the request path without its query, the id an `X-Request-Id` header
+ * ended when the connection is shut for writing (the response sent, lighttpd then lingers for
+ * the client's close) or closed. A switch between two connections' tokens, and an accept while another token
+ * runs, take one reading of the counters (qt_switch, qt_start_after). The request id and class
+ * are parsed from the first bytes read on the connection: the class is the request path without its query, the id an `X-Request-Id` header
  * or else a `rid=` query parameter (-1 when neither). One request per connection is assumed
  * (HAProxy `http-reuse never`, clients sending `Connection: close`); a kept-alive connection
  * is one record for all its requests, labelled by the first. lighttpd imports sendfile64, not
@@ -57,12 +59,11 @@ __attribute__((constructor)) static void init(void) {
 
 static inline int tracked(int fd) { return fd >= 0 && fd < MAXFD && C[fd].token > 0; }
 
-/* make fd's token the running one */
+/* make fd's token the running one, at one reading of the counters */
 static inline void switch_to(int fd) {
     int64_t tok = C[fd].token;
     if (current == tok) return;
-    if (current) qt_yield(current);
-    qt_resume(tok);
+    qt_switch(current, tok);
     current = tok;
 }
 
@@ -117,8 +118,8 @@ int quell_http_parse(const char *buf, size_t n, char *cls, size_t cls_bytes, int
 
 static void on_accept(int fd) {
     if (fd < 0 || fd >= MAXFD) return;
-    if (current) { qt_yield(current); current = 0; }
-    int64_t tok = qt_start(-1, "");
+    int64_t tok = qt_start_after(current, -1, "");
+    current = 0;
     if (tok <= 0) { C[fd].token = 0; return; }
     C[fd].token = tok;
     C[fd].labelled = 0;
@@ -167,10 +168,23 @@ IO(writev, (int fd, const struct iovec *v, int c), (fd, v, c), fd)
 IO(sendfile, (int o, int i, off_t *off, size_t n), (o, i, off, n), o)
 IO(sendfile64, (int o, int i, off64_t *off, size_t n), (o, i, off, n), o)
 
+/* the token's end: its connection shut for writing (the response is all sent; what follows is
+ * lighttpd lingering for the client's close, not the request) or closed */
+static void finish(int fd) {
+    int64_t tok = C[fd].token;
+    C[fd].token = 0;
+    if (current == tok) current = 0;   /* another running token stays running */
+    qt_end(tok);
+}
+
 int shutdown(int fd, int how) {
     R(shutdown);
-    if (tracked(fd)) switch_to(fd);
-    return r_shutdown(fd, how);
+    if (!tracked(fd)) return r_shutdown(fd, how);
+    switch_to(fd);
+    int r = r_shutdown(fd, how), e = errno;
+    if (how != SHUT_RD) finish(fd);
+    errno = e;
+    return r;
 }
 
 int accept(int s, struct sockaddr *a, socklen_t *l) {
@@ -197,11 +211,6 @@ int epoll_wait(int ep, struct epoll_event *ev, int max, int to) {
 
 int close(int fd) {
     R(close);
-    if (tracked(fd)) {
-        int64_t tok = C[fd].token;
-        C[fd].token = 0;
-        if (current == tok) current = 0;   /* another running token stays running */
-        qt_end(tok);
-    }
+    if (tracked(fd)) finish(fd);
     return r_close(fd);
 }

@@ -258,9 +258,9 @@ static inline struct slot *find(struct thread_state *t, int64_t token) {
     return s->token == token && s->state ? s : NULL;
 }
 
-int64_t qt_start(int64_t request_id, const char *request_class) {
-    struct thread_state *t = state();
-    if (!t) return -EIO;
+/* A new running token whose first span starts at `at`. */
+static int64_t start_at(struct thread_state *t, int64_t request_id, const char *request_class,
+                        const qt_snapshot *at) {
     if (t->open >= NSLOTS) return -ENOSPC;
     uint32_t i = t->cursor;
     while (t->slots[i].state == QT_RUNNING || t->slots[i].state == QT_YIELDED)
@@ -273,7 +273,7 @@ int64_t qt_start(int64_t request_id, const char *request_class) {
                               (t->gen << SLOT_BITS) | i);
     memset(&s->rec, 0, sizeof s->rec);
     if (request_class) strncpy(s->rec.request_class, request_class, QT_CLASS_BYTES - 1);
-    if (snap(t, &s->at, 1) != 0) return -EIO;
+    s->at = *at;
     s->token = token;
     s->state = QT_RUNNING;
     t->open++;
@@ -286,29 +286,68 @@ int64_t qt_start(int64_t request_id, const char *request_class) {
     return token;
 }
 
-int qt_yield(int64_t token) {
-    struct thread_state *t = &T;
+/* The running slot of `token` or NULL; -EINVAL / -EALREADY as qt_yield would say in *err. */
+static inline struct slot *running(struct thread_state *t, int64_t token, int *err) {
     struct slot *s = find(t->ready ? t : NULL, token);
-    if (!s || s->state == QT_ENDED) return -EINVAL;
-    if (s->state != QT_RUNNING) return -EALREADY;
-    qt_snapshot now;
-    if (snap(t, &now, 0) != 0) return -EIO;
-    close_span(t, &s->rec, s, &now);
+    if (!s || s->state == QT_ENDED) { *err = -EINVAL; return NULL; }
+    if (s->state != QT_RUNNING) { *err = -EALREADY; return NULL; }
+    return s;
+}
+
+static inline struct slot *yielded(struct thread_state *t, int64_t token, int *err) {
+    struct slot *s = find(t->ready ? t : NULL, token);
+    if (!s || s->state == QT_ENDED) { *err = -EINVAL; return NULL; }
+    if (s->state != QT_YIELDED) { *err = -EALREADY; return NULL; }
+    return s;
+}
+
+static inline void yield_at(const struct thread_state *t, struct slot *s, const qt_snapshot *now) {
+    close_span(t, &s->rec, s, now);
     s->rec.yields++;
     s->state = QT_YIELDED;
+}
+
+static inline void resume_at(const struct thread_state *t, struct slot *s, const qt_snapshot *now) {
+    s->at = *now;
+    rq_mark(t, s);
+    s->state = QT_RUNNING;
+}
+
+int64_t qt_start(int64_t request_id, const char *request_class) {
+    return qt_start_after(0, request_id, request_class);
+}
+
+int64_t qt_start_after(int64_t previous, int64_t request_id, const char *request_class) {
+    struct thread_state *t = state();
+    if (!t) return -EIO;
+    if (t->open >= NSLOTS) return -ENOSPC;
+    int err = 0;
+    struct slot *prev = previous ? running(t, previous, &err) : NULL;
+    if (previous && !prev) return err;
+    qt_snapshot now;
+    if (snap(t, &now, 1) != 0) return -EIO;
+    if (prev) yield_at(t, prev, &now);
+    return start_at(t, request_id, request_class, &now);
+}
+
+int qt_switch(int64_t from, int64_t to) {
+    struct thread_state *t = &T;
+    int err = 0;
+    struct slot *a = from ? running(t, from, &err) : NULL;
+    if (from && !a) return err;
+    struct slot *b = to ? yielded(t, to, &err) : NULL;
+    if (to && !b) return err;
+    if (!a && !b) return 0;
+    qt_snapshot now;
+    if (snap(t, &now, 0) != 0) return -EIO;
+    if (a) yield_at(t, a, &now);
+    if (b) resume_at(t, b, &now);
     return 0;
 }
 
-int qt_resume(int64_t token) {
-    struct thread_state *t = &T;
-    struct slot *s = find(t->ready ? t : NULL, token);
-    if (!s || s->state == QT_ENDED) return -EINVAL;
-    if (s->state != QT_YIELDED) return -EALREADY;
-    if (snap(t, &s->at, 0) != 0) return -EIO;
-    rq_mark(t, s);
-    s->state = QT_RUNNING;
-    return 0;
-}
+int qt_yield(int64_t token) { return token ? qt_switch(token, 0) : -EINVAL; }
+
+int qt_resume(int64_t token) { return token ? qt_switch(0, token) : -EINVAL; }
 
 int qt_label(int64_t token, int64_t request_id, const char *request_class) {
     struct thread_state *t = &T;

@@ -23,7 +23,7 @@
 extern "C" {
 #endif
 
-#define QT_ABI_VERSION 1
+#define QT_ABI_VERSION 2               /* 2: qt_switch, qt_start_after */
 #define QT_LOG_MAGIC "QTLOG\0\0\1"      /* 8 bytes, the first of every log file */
 #define QT_LOG_VERSION 1
 #define QT_CLASS_BYTES 48               /* request class, NUL-padded, truncated to 47 bytes */
@@ -77,6 +77,13 @@ int64_t qt_start(int64_t request_id, const char *request_class);
 int qt_yield(int64_t token);
 /* Count again for a yielded token. 0 or -errno (-EALREADY: already running). */
 int qt_resume(int64_t token);
+/* Yield `from` and resume `to` at one reading of the counters (either may be 0: none), so a
+ * thread that multiplexes requests pays one reading per switch instead of two. 0 or -errno as
+ * qt_yield and qt_resume would return; nothing is changed on an error. */
+int qt_switch(int64_t from, int64_t to);
+/* Yield `previous` (0: none) and start a new token at one reading of the counters: what an
+ * event loop does when it accepts a connection while another request's token runs. */
+int64_t qt_start_after(int64_t previous, int64_t request_id, const char *request_class);
 /* Set a live token's request id and class once they are known (a server learns them only
  * after it has read the request). 0 or -errno. */
 int qt_label(int64_t token, int64_t request_id, const char *request_class);
