@@ -18,11 +18,19 @@
   beside the raw snapshot through the same binding (``TokenLibrary.snapshot``).
 * **lighttpd with and without the preload** (needs root for nothing, but starts real servers:
   run it under the lab lock, ``flock /tmp/quell-lab.lock make bench``): a fresh lighttpd
-  1.4.69 on CPU 1 for each run, ``wrk -t1 -c32 -d8s --latency -H 'Connection: close'`` on
-  CPU 0 (one request per connection, as an instrumented server is fed), 1.4 KB file on
-  127.0.0.1, arms interleaved off, on, on, off, ... (4 runs each). p50 and p99 per arm as the
-  mean over its runs with a 95 % t interval, and the on - off difference with its Welch
-  interval. wrk is deterministic in what it sends (no seed to share)."""
+  1.4.69 on CPU 1 for each run, a 1.4 KB file on 127.0.0.1, one request per connection (as an
+  instrumented server is fed), arms interleaved off, on, on, off, ... (4 runs each), under two
+  loads on CPU 0:
+
+  - ``open_loop``: one seeded Poisson schedule (1,500 requests a second for 20 s, seed 7)
+    replayed by the lab's open-loop generator, the same requests at the same times in every run:
+    the A/B on one seed;
+  - ``wrk``: ``wrk -t1 -c32 -d8s --latency -H 'Connection: close'``, as fast as it goes, where
+    the server is busy most of the time and each microsecond of its CPU shows as queueing.
+
+  Per arm, p50 and p99 as the mean over its runs with a 95 % t interval, and the on - off
+  difference with its Welch interval; beside them the server's own CPU time per request
+  (``/proc/<pid>/stat``), the direct cost of the preload."""
 
 from __future__ import annotations
 
@@ -35,16 +43,20 @@ import signal
 import socket
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from scipy import stats
 
 from quell.instrument import bpf, native
 from quell.instrument.log import read_records
 from quell.instrument.token import LOG_DIR_ENV, TokenLibrary, rq_map_inheritance
+from quell.lab.loadgen import write_schedule
+from quell.lab.request_log import parse_line
 
 HERE = Path(__file__).resolve().parent
 PORT = 18481
@@ -52,6 +64,10 @@ WRK_SECONDS = 8
 RUNS_PER_ARM = 4
 FILE_BYTES = 1400
 WRK = ("taskset", "-c", "0", "wrk", "-t1", "-c32", "--latency")
+OPEN_RATE_RPS = 1500
+"""The open-loop arm's rate: the lab's generator, one connection a request, keeps it on one CPU."""
+OPEN_SECONDS = 20
+OPEN_SEED = 7
 CPU = os.environ.get("QUELL_BENCH_CPU", "1")
 
 
@@ -188,7 +204,67 @@ def _wait_listening(port: int, timeout_s: float = 5.0) -> None:
     raise RuntimeError(f"lighttpd did not listen on {port}")
 
 
-def one_run(work: Path, shim: Path | None, k: int) -> dict[str, Any]:
+def _cpu_seconds(pid: int) -> float:
+    """The process's user + system CPU time (/proc/<pid>/stat fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _wrk(url: str) -> dict[str, Any]:
+    wrk = subprocess.run(
+        [*WRK, f"-d{WRK_SECONDS}s", "-H", "Connection: close", url],
+        capture_output=True,
+        text=True,
+        timeout=WRK_SECONDS + 30,
+    )
+    return parse_wrk(wrk.stdout)
+
+
+def _open_loop(work: Path, k: int) -> dict[str, Any]:
+    """The seeded schedule replayed by the lab's open-loop generator (one connection per
+    request, X-Request-Id sent), on CPU 0; p50 and p99 of what it measured."""
+    out = work / f"open-{k}.csv"
+    start = time.monotonic() + 1.0
+    gen = subprocess.run(
+        [
+            "taskset",
+            "-c",
+            "0",
+            sys.executable,
+            "-m",
+            "quell.lab.loadgen",
+            "--schedule",
+            str(work / "schedule.npz"),
+            "--out",
+            str(out),
+            "--port",
+            str(PORT),
+            "--start-at",
+            f"{start:.6f}",
+            "--duration",
+            str(OPEN_SECONDS),
+            "--timeout",
+            "5",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=OPEN_SECONDS + 30,
+    )
+    if gen.returncode != 0:
+        raise RuntimeError(f"the load generator failed: {gen.stderr[-500:]}")
+    recs = [r for r in map(parse_line, out.read_text().splitlines()) if r is not None]
+    lat = np.array([r.latency_s for r in recs if r.latency_s is not None and r.status == 200])
+    out.unlink()
+    return {
+        "p50_ms": round(float(np.percentile(lat, 50)) * 1e3, 4),
+        "p99_ms": round(float(np.percentile(lat, 99)) * 1e3, 4),
+        "rps": round(len(lat) / OPEN_SECONDS, 1),
+        "requests": len(lat),
+        "failed": len(recs) - len(lat),
+    }
+
+
+def one_run(work: Path, shim: Path | None, k: int, load: str) -> dict[str, Any]:
     env = dict(os.environ)
     logs = work / f"qtlog-{k}"
     if shim is not None:
@@ -203,13 +279,12 @@ def one_run(work: Path, shim: Path | None, k: int) -> dict[str, Any]:
     )
     try:
         _wait_listening(PORT)
-        url = f"http://127.0.0.1:{PORT}/index.html"
-        wrk = subprocess.run(
-            [*WRK, f"-d{WRK_SECONDS}s", "-H", "Connection: close", url],
-            capture_output=True,
-            text=True,
-            timeout=WRK_SECONDS + 30,
-        )
+        cpu_before = _cpu_seconds(server.pid)
+        if load == "wrk":
+            measured = _wrk(f"http://127.0.0.1:{PORT}/index.html")
+        else:
+            measured = _open_loop(work, k)
+        cpu = _cpu_seconds(server.pid) - cpu_before
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         try:
@@ -217,7 +292,8 @@ def one_run(work: Path, shim: Path | None, k: int) -> dict[str, Any]:
         except subprocess.TimeoutExpired:
             os.killpg(server.pid, signal.SIGKILL)
             server.wait(timeout=10)
-    res: dict[str, Any] = {"preload": shim is not None, **parse_wrk(wrk.stdout)}
+    res: dict[str, Any] = {"preload": shim is not None, **measured}
+    res["server_cpu_us_per_request"] = round(1e6 * cpu / max(measured["requests"], 1), 2)
     if shim is not None:
         records = read_records(logs)
         res["records"] = int((records["request_class"] == "/index.html").sum())
@@ -254,7 +330,29 @@ def _diff(on: list[float], off: list[float]) -> dict[str, float]:
     }
 
 
+def _write_schedule(work: Path) -> None:
+    rng = np.random.default_rng(OPEN_SEED)
+    times = np.cumsum(rng.exponential(1.0 / OPEN_RATE_RPS, int(OPEN_RATE_RPS * OPEN_SECONDS)))
+    times = times[times < OPEN_SECONDS]
+    write_schedule(
+        work / "schedule.npz", times, np.zeros(len(times), dtype=np.int64), ["/index.html"]
+    )
+
+
+def _arms(runs: list[dict[str, Any]], order: list[bool]) -> dict[str, Any]:
+    arms = {a: [r for r in runs if r["preload"] == (a == "on")] for a in ("off", "on")}
+    out: dict[str, Any] = {"order": ["on" if o else "off" for o in order], "runs": runs}
+    for metric in ("p50_ms", "p99_ms", "rps", "server_cpu_us_per_request"):
+        on = [r[metric] for r in arms["on"]]
+        off = [r[metric] for r in arms["off"]]
+        out[metric] = {"off": _ci(off), "on": _ci(on), **_diff(on, off)}
+    return out
+
+
 def lighttpd_ab(work: Path, shim: Path) -> dict[str, Any]:
+    """Both loads, each with its arms interleaved off, on, on, off, ...: the seeded open-loop
+    schedule (``open_loop``, the acceptance's A/B on one seed) and wrk at saturation
+    (``wrk``, where every microsecond of the server's CPU shows as queueing)."""
     www = work / "www"
     www.mkdir()
     (www / "index.html").write_bytes(os.urandom(FILE_BYTES))
@@ -263,14 +361,18 @@ def lighttpd_ab(work: Path, shim: Path) -> dict[str, Any]:
         "server.max-worker = 0\nserver.max-connections = 4096\nserver.max-fds = 8192\n"
         'mimetype.assign = ("" => "application/octet-stream")\n'
     )
+    _write_schedule(work)
     order = [bool(b) for b in [0, 1, 1, 0] * (RUNS_PER_ARM // 2)]
-    runs = [one_run(work, shim if on else None, k) for k, on in enumerate(order)]
-    arms = {a: [r for r in runs if r["preload"] == (a == "on")] for a in ("off", "on")}
-    out: dict[str, Any] = {"order": ["on" if o else "off" for o in order], "runs": runs}
-    for metric in ("p50_ms", "p99_ms", "rps"):
-        on = [r[metric] for r in arms["on"]]
-        off = [r[metric] for r in arms["off"]]
-        out[metric] = {"off": _ci(off), "on": _ci(on), **_diff(on, off)}
+    out: dict[str, Any] = {
+        "open_loop_settings": {
+            "rate_rps": OPEN_RATE_RPS,
+            "seconds": OPEN_SECONDS,
+            "seed": OPEN_SEED,
+        },
+    }
+    for load in ("open_loop", "wrk"):
+        runs = [one_run(work, shim if on else None, k, load) for k, on in enumerate(order)]
+        out[load] = _arms(runs, order)
     return out
 
 
