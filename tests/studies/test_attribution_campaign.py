@@ -11,6 +11,7 @@ import pytest
 from quell.errors import InputError
 from quell.studies.attribution.campaign import (
     HELD_OUT_KINDS,
+    HELD_OUT_STRESS_NG,
     TEST_REQUESTS,
     TRAIN_KINDS,
     TRAIN_REQUESTS,
@@ -39,6 +40,8 @@ def test_held_out_kinds_are_never_trained_on_and_each_has_a_test_run() -> None:
     tested = {c.stressor for c in held_out_cells() if c.antagonist_workers > 0}
     assert set(HELD_OUT_KINDS) <= tested
     assert {"fio", "iperf3"} <= set(HELD_OUT_KINDS)
+    # the acceptance's held-out kinds are stress-ng classes, all of them held out
+    assert set(HELD_OUT_STRESS_NG) == {"cache", "switch"} < set(HELD_OUT_KINDS)
     names = [c.name for c in (*train_cells(), *held_out_cells(), *periodic_cells())]
     assert len(names) == len(set(names))
 
@@ -57,6 +60,31 @@ def test_each_tenant_kind_is_pinned_and_bounded(tmp_path: Path) -> None:
     assert client[client.index("-t") + 1] == "30"
     # another tenant of the same kind listens on a port of its own
     assert tenant_argvs("iperf3", 0, 0, tmp_path, 30)[0][8] == "5301"
+    # a light cpu tenant (Fig. 4's background) is busy that share of the time; no other kind is
+    (light,) = tenant_argvs("cpu", 0, 1, tmp_path, 30, load_pct=30)
+    assert light == [
+        "stress-ng",
+        "--cpu",
+        "1",
+        "--taskset",
+        "1",
+        "--cpu-load",
+        "30",
+        "--timeout",
+        "30s",
+    ]
+    with pytest.raises(ValueError, match="cpu tenants"):
+        tenant_argvs("matrix", 0, 1, tmp_path, 30, load_pct=30)
+    with pytest.raises(ValueError, match="cpu tenants"):
+        tenant_argvs("fio", 0, 1, tmp_path, 30, load_pct=30)
+
+
+def test_fig_4_compares_a_light_background_with_and_without_the_scan() -> None:
+    clean, base, scan = periodic_cells()
+    assert clean.clean and not base.clean and not scan.clean
+    assert (base.antagonist_workers, base.tenant_load_pct, base.scan_mb) == (1, 30, 0)
+    assert (scan.antagonist_workers, scan.tenant_load_pct) == (1, 30) and scan.scan_mb > 0
+    assert len({c.seed for c in (clean, base, scan)}) == 1
 
 
 def test_a_run_has_time_for_its_requests_at_30_ms_each() -> None:

@@ -375,7 +375,7 @@ def measure_command(
         typer.Option(
             "--requests",
             min=10,
-            help="Requests per run (the campaign's: 7,500 to train, 50,000 to test, 10,000 for "
+            help="Requests per run (the campaign's: 6,000 to train, 50,000 to test, 10,000 for "
             "the periodic runs).",
         ),
     ] = None,

@@ -63,6 +63,9 @@ class Cell:
     """With more than 0: a clamav scan of that many MiB (the lab's ``clamscan`` neighbour, in a
     cgroup of its own on the service's CPU) starts every ``scan_period_s`` (Fig. 4)."""
     scan_period_s: float = 10.0
+    tenant_load_pct: int = 100
+    """Below 100: each ``cpu`` tenant keeps its CPU busy that share of the time
+    (``stress-ng --cpu-load``), a light background rather than a hog (Fig. 4's low contention)."""
 
     @property
     def clean(self) -> bool:
@@ -179,12 +182,17 @@ IPERF3_BASE_PORT = 5301
 FIO_FILE_MB = 64
 
 
-def tenant_argvs(kind: str, k: int, cpu: int, work_dir: Path, timeout_s: float) -> list[list[str]]:
+def tenant_argvs(
+    kind: str, k: int, cpu: int, work_dir: Path, timeout_s: float, load_pct: int = 100
+) -> list[list[str]]:
     """The processes of tenant ``k`` of ``kind``, pinned to ``cpu`` and bounded by ``timeout_s``:
     one stress-ng worker of that stressor; ``fio``, random 4 KiB reads and writes with direct
     I/O on a file of its own (the disk's interrupts and the submitting thread's CPU); or
     ``iperf3``, a server and its client on loopback sending as fast as they can (the stack's
-    soft interrupts run on the CPU, charged to whoever is running)."""
+    soft interrupts run on the CPU, charged to whoever is running). ``load_pct`` below 100 makes a
+    ``cpu`` tenant busy only that share of the time."""
+    if load_pct < 100 and kind != "cpu":
+        raise ValueError(f"a tenant's load below 100 % is for cpu tenants, not {kind}")
     pin = ["taskset", "-c", str(cpu)]
     if kind == "fio":
         work_dir.mkdir(parents=True, exist_ok=True)
@@ -198,6 +206,8 @@ def tenant_argvs(kind: str, k: int, cpu: int, work_dir: Path, timeout_s: float) 
         )
         return [[*pin, *server], [*pin, *client]]
     argv = ["stress-ng", f"--{kind}", "1", "--taskset", str(cpu)]
+    if load_pct < 100:
+        argv += ["--cpu-load", str(load_pct)]
     return [[*argv, "--timeout", f"{max(1, int(timeout_s))}s"]]
 
 
@@ -237,7 +247,9 @@ def run_cell(
         for k in range(cell.antagonist_workers):
             ant = create_group(layout, tag.name(f"attr-ant{k}-{cell.name}"), [cpu])
             groups.append(ant)
-            argvs = tenant_argvs(cell.stressor, k, cpu, run_dir / "tenants", deadline_s + 10)
+            argvs = tenant_argvs(
+                cell.stressor, k, cpu, run_dir / "tenants", deadline_s + 10, cell.tenant_load_pct
+            )
             for i, argv in enumerate(argvs):
                 if i > 0:
                     time.sleep(0.3)  # an iperf3 server listens before its client connects
