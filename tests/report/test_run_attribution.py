@@ -83,6 +83,21 @@ def test_records_without_a_request_id_are_left_out(tmp_path: Path) -> None:
     assert -1 not in attr.request_id.tolist()
 
 
+def test_predict_reads_a_lab_run_s_records_without_its_health_checks(tmp_path: Path) -> None:
+    """`quell attribute predict` on ``instrument/<id>/`` as a lab run leaves it: HAProxy's TCP
+    health checks (no id, no class) are no requests, and are left out as the run's own path
+    leaves them out."""
+    table = read_records(CAMPAIGN / RUN).head(60).copy()
+    table.loc[[3, 9], "request_id"] = -1
+    table.loc[[3, 9], "request_class"] = ""
+    folder = tmp_path / "run" / "instrument" / "web"
+    folder.mkdir(parents=True)
+    write_records(table, folder / CSV_NAME)
+    out = run_quell("attribute", "predict", MODEL, folder, "--json")
+    assert out.code == 0, out.stderr
+    assert json.loads(out.stdout.splitlines()[-1])["runs"][0]["requests"] == 58
+
+
 def test_an_instance_without_records_is_an_error_and_the_others_go_on(tmp_path: Path) -> None:
     instrumented(tmp_path / "run", "web")
     done, errors = attribute_run(tmp_path / "run", ["gone", "web"], load_attribution_model(MODEL))

@@ -29,6 +29,30 @@ def _run(path: Path) -> Any:
     return Run(str(path), read_records(path), read_psi(path))
 
 
+def _run_for(bundle: Any, path: Path) -> Any:
+    """``path``'s run as ``bundle`` can attribute it: records with no class are left out (and
+    said) when the model has no such class: connections that sent no request line, such as
+    HAProxy's TCP health checks in a lab run's ``instrument/<id>/``."""
+    from quell.cli.console import say
+    from quell.errors import InputError, Problem
+    from quell.studies.attribution.pipeline import Run
+
+    run = _run(path)
+    if "" in bundle.classes:
+        return run
+    keep = run.records.request_class != ""
+    if keep.all():
+        return run
+    if not keep.any():
+        message = "only records with no request class (connections that sent no request)"
+        raise InputError(str(path), [Problem("request_class", message)])
+    say(
+        f"{path}: {int((~keep).sum())} record(s) with no request class left out (connections "
+        "that sent no request line, such as health checks)"
+    )
+    return Run(run.name, run.records.select(keep), run.psi)
+
+
 def _check_level(level: float) -> None:
     from quell.errors import InputError, Problem
 
@@ -276,7 +300,7 @@ def predict_command(
     bundle = load_attribution_model(model)
     rows = []
     for path in runs:
-        run = _run(path)
+        run = _run_for(bundle, path)
         attr = attribute(bundle, run.records, run.psi, level, run.name)
         rows.append((run.name, attr.summary()))
         if out is not None:
@@ -313,7 +337,7 @@ def report_command(
     out.mkdir(parents=True, exist_ok=True)
     rows, images, cells = [], [], []
     for i, path in enumerate(runs, start=1):
-        run = _run(path)
+        run = _run_for(bundle, path)
         attr = attribute(bundle, run.records, run.psi, source=run.name)
         summary = attr.summary()
         rows.append((run.name, summary))
