@@ -113,6 +113,17 @@ def test_yield_and_resume_count_only_the_running_spans(lib: qt.TokenLibrary) -> 
     assert r.wall_ns >= 230 * MS
 
 
+def _ended(lib: qt.TokenLibrary, a: int, b: int) -> tuple[qt.Reading, qt.Reading]:
+    lib.end(a)
+    lib.end(b)
+    return lib.read(a), lib.read(b)
+
+
+def _each_counted_60_ms(*readings: qt.Reading) -> None:
+    for r in readings:
+        assert 60 * MS <= r.cpu_ns <= 62 * MS
+
+
 def test_one_thread_multiplexes_tokens(lib: qt.TokenLibrary) -> None:
     """Two tokens interleaved on one thread: each counts its own spans, 3 x 20 and 2 x 30 ms."""
 
@@ -129,14 +140,11 @@ def test_one_thread_multiplexes_tokens(lib: qt.TokenLibrary) -> None:
                 lib.resume(b)
                 spin_cpu(0.03)
                 lib.yield_(b)
-        lib.end(a)
-        lib.end(b)
-        return lib.read(a), lib.read(b)
+        return _ended(lib, a, b)
 
     a, b = in_thread(run)
     assert (a.request_id, a.yields, b.request_id, b.yields) == (10, 4, 11, 3)
-    assert 60 * MS <= a.cpu_ns <= 62 * MS
-    assert 60 * MS <= b.cpu_ns <= 62 * MS
+    _each_counted_60_ms(a, b)
     assert a.thread_id == b.thread_id
     assert a.start_ns < b.start_ns < b.end_ns and a.end_ns <= b.end_ns
 
@@ -159,14 +167,11 @@ def test_a_switch_counts_as_a_yield_and_a_resume_at_one_reading(lib: qt.TokenLib
                 lib.switch(a, b)
                 spin_cpu(0.03)
                 cur = b
-        lib.end(a)
-        lib.end(b)
-        return lib.read(a), lib.read(b)
+        return _ended(lib, a, b)
 
     a, b = in_thread(run)
     assert (a.request_id, a.yields, b.request_id, b.yields) == (12, 3, 13, 3)
-    assert 60 * MS <= a.cpu_ns <= 62 * MS
-    assert 60 * MS <= b.cpu_ns <= 62 * MS
+    _each_counted_60_ms(a, b)
 
 
 def test_a_refused_switch_changes_nothing(lib: qt.TokenLibrary) -> None:
