@@ -8,9 +8,10 @@
  * that connection (read, recv, write, writev, send, sendfile, sendfile64, shutdown), the token
  * that ran before yielded; every token yielded when the server waits in epoll_wait; the token
  * ended when the connection is shut for writing (the response sent, lighttpd then lingers for
- * the client's close) or closed. A switch between two connections' tokens, and an accept while another token
- * runs, take one reading of the counters (qt_switch, qt_start_after). The request id and class
- * are parsed from the first bytes read on the connection: the class is the request path without its query, the id an `X-Request-Id` header
+ * the client's close) or closed. A switch between two connections' tokens, and an accept while
+ * another token runs, take one reading of the counters (qt_switch, qt_start_after). The
+ * request id and class are parsed from the first bytes read on the connection: the class is
+ * the request path without its query, the id an `X-Request-Id` header
  * or else a `rid=` query parameter (-1 when neither). One request per connection is assumed
  * (HAProxy `http-reuse never`, clients sending `Connection: close`); a kept-alive connection
  * is one record for all its requests, labelled by the first. lighttpd imports sendfile64, not

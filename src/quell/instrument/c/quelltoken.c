@@ -258,10 +258,9 @@ static inline struct slot *find(struct thread_state *t, int64_t token) {
     return s->token == token && s->state ? s : NULL;
 }
 
-/* A new running token whose first span starts at `at`. */
+/* A new running token whose first span starts at `at` (the caller has checked for a free slot). */
 static int64_t start_at(struct thread_state *t, int64_t request_id, const char *request_class,
                         const qt_snapshot *at) {
-    if (t->open >= NSLOTS) return -ENOSPC;
     uint32_t i = t->cursor;
     while (t->slots[i].state == QT_RUNNING || t->slots[i].state == QT_YIELDED)
         i = (i + 1) & (NSLOTS - 1);
@@ -286,18 +285,12 @@ static int64_t start_at(struct thread_state *t, int64_t request_id, const char *
     return token;
 }
 
-/* The running slot of `token` or NULL; -EINVAL / -EALREADY as qt_yield would say in *err. */
-static inline struct slot *running(struct thread_state *t, int64_t token, int *err) {
+/* The slot of `token` if it is in state `want`, else NULL with -EINVAL (not a live token of
+ * this thread) or -EALREADY (live, in the other state) in *err. */
+static inline struct slot *live_in(struct thread_state *t, int64_t token, int want, int *err) {
     struct slot *s = find(t->ready ? t : NULL, token);
     if (!s || s->state == QT_ENDED) { *err = -EINVAL; return NULL; }
-    if (s->state != QT_RUNNING) { *err = -EALREADY; return NULL; }
-    return s;
-}
-
-static inline struct slot *yielded(struct thread_state *t, int64_t token, int *err) {
-    struct slot *s = find(t->ready ? t : NULL, token);
-    if (!s || s->state == QT_ENDED) { *err = -EINVAL; return NULL; }
-    if (s->state != QT_YIELDED) { *err = -EALREADY; return NULL; }
+    if (s->state != want) { *err = -EALREADY; return NULL; }
     return s;
 }
 
@@ -322,7 +315,7 @@ int64_t qt_start_after(int64_t previous, int64_t request_id, const char *request
     if (!t) return -EIO;
     if (t->open >= NSLOTS) return -ENOSPC;
     int err = 0;
-    struct slot *prev = previous ? running(t, previous, &err) : NULL;
+    struct slot *prev = previous ? live_in(t, previous, QT_RUNNING, &err) : NULL;
     if (previous && !prev) return err;
     qt_snapshot now;
     if (snap(t, &now, 1) != 0) return -EIO;
@@ -333,9 +326,9 @@ int64_t qt_start_after(int64_t previous, int64_t request_id, const char *request
 int qt_switch(int64_t from, int64_t to) {
     struct thread_state *t = &T;
     int err = 0;
-    struct slot *a = from ? running(t, from, &err) : NULL;
+    struct slot *a = from ? live_in(t, from, QT_RUNNING, &err) : NULL;
     if (from && !a) return err;
-    struct slot *b = to ? yielded(t, to, &err) : NULL;
+    struct slot *b = to ? live_in(t, to, QT_YIELDED, &err) : NULL;
     if (to && !b) return err;
     if (!a && !b) return 0;
     qt_snapshot now;
