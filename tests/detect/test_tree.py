@@ -122,6 +122,21 @@ def test_the_walk_agrees_with_scikit_learn_with_missing_values() -> None:
     np.testing.assert_allclose(tree.predict_proba(x[has_core]), sk.predict_proba(x[has_core]))
 
 
+def test_a_split_on_whether_a_feature_was_measured_keeps_a_finite_threshold() -> None:
+    # The run-queue wait missing (NaN) exactly in the I intervals: scikit-learn splits
+    # "measured or not" with threshold +inf; the tree keeps a finite one that walks the same.
+    n = 60
+    y = np.array([NI, T, I] * (n // 3))
+    x = np.tile(np.linspace(0.1, 0.3, n)[:, None], (1, len(DEFAULT_FEATURES)))
+    runq = DEFAULT_FEATURES.index("runqueue_wait_s_per_s")
+    x[:, runq] = np.where(y == I, np.nan, 0.2)
+    tree = CostSensitiveTree(DEFAULT_FEATURES, CostMatrix(), "weights", min_samples_leaf=1)
+    tree.fit(x, y)
+    assert all(math.isfinite(v) for v in tree.tree_.threshold)
+    assert (tree.predict(x)[y == I] == I).all()
+    assert not (tree.predict(x)[y != I] == I).any()
+
+
 def test_no_verdict_without_the_papers_attributes() -> None:
     det = rt_detector()
     row = [math.nan] * len(DEFAULT_FEATURES)

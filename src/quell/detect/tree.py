@@ -31,6 +31,7 @@ scikit-learn: a few microseconds. scikit-learn is needed only to fit, and is imp
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -274,8 +275,12 @@ class CostSensitiveTree:
                 feature=tuple(
                     -1 if is_leaf else int(f) for f, is_leaf in zip(t.feature, leaf, strict=True)
                 ),
+                # A split of "measured or missing" has threshold +inf in scikit-learn: every
+                # number goes left, a NaN as missing_go_to_left says. The largest float does the
+                # same and stays a finite number in the bundle's JSON.
                 threshold=tuple(
-                    0.0 if lf else float(v) for v, lf in zip(t.threshold, leaf, strict=True)
+                    0.0 if lf else min(float(v), sys.float_info.max)
+                    for v, lf in zip(t.threshold, leaf, strict=True)
                 ),
                 missing_left=tuple(bool(v) for v in t.missing_go_to_left),
                 value=tuple((float(a), float(b), float(c)) for a, b, c in shares),
