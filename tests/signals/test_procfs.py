@@ -20,7 +20,9 @@ from quell.signals import (
     read_pressure,
     read_process_schedstat,
     read_processes_schedstat,
+    read_schedstat_by_process,
     read_system_pressure,
+    wait_since,
 )
 
 PROC = Path(__file__).resolve().parent.parent / "fixtures" / "proc"
@@ -89,6 +91,20 @@ def test_vanished_process_raises_in_singular_and_is_skipped_in_plural() -> None:
         2 * (35422595 + 299918933), 2 * (157507 + 60491), 2 * (59 + 8)
     )
     assert read_processes_schedstat([], PROC) == SchedStat(0, 0, 0)
+
+
+def test_schedstat_by_process_leaves_out_the_vanished() -> None:
+    assert read_schedstat_by_process([999999, PID], PROC) == {
+        PID: SchedStat(35422595 + 299918933, 157507 + 60491, 59 + 8)
+    }
+
+
+def test_wait_since_follows_processes_coming_and_going() -> None:
+    # 1 stays (+5), 2 exits (its last part lost), 3 starts (all 7 of its wait), 4's pid is
+    # reused by a new process (its 2, not 2 − 9)
+    assert wait_since({1: 10, 2: 4, 4: 9}, {1: 15, 3: 7, 4: 2}) == 5 + 7 + 2
+    assert wait_since({1: 10}, {1: 10}) == 0
+    assert wait_since({}, {}) == 0
 
 
 def test_thread_vanishing_mid_read_is_skipped(tmp_path: Path) -> None:

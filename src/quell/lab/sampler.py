@@ -2,7 +2,8 @@
 
 Reads, for each instance: its cgroup's CPU time, PSI, CPU cap and time throttled by the cap
 (``THROTTLED_KEY``), the run-queue wait of its server processes (schedstat summed over every
-thread), its interface counters (from inside its namespace), HAProxy's view of it (weight,
+thread, followed process by process so that workers coming and going and a reload do not break
+the series: ``wait_since``), its interface counters (from inside its namespace), HAProxy's view of it (weight,
 sessions, queue, response time, maxconn), and the client-side latencies of the requests it
 answered.
 Host-wide: steal time from /proc/stat, and each lab host's total link utilisation from its
@@ -38,8 +39,9 @@ from quell.signals.haproxy import ServerStat
 from quell.signals.procfs import (
     read_cpu_times,
     read_net_dev,
-    read_processes_schedstat,
+    read_schedstat_by_process,
     read_system_pressure,
+    wait_since,
 )
 from quell.store.run import RequestRecord
 
@@ -86,6 +88,8 @@ class Sampler:
         self.layout = layout
         self.proc_root = proc_root
         self._delta = CounterDelta()
+        self._wait_ns: dict[str, dict[int, int]] = {}
+        """Per instance, each server process's cumulative run-queue wait at the last reading."""
 
     def _rate(
         self, key: object, value: float | None, dt: float, gen: object = None
@@ -153,8 +157,15 @@ class Sampler:
                     p = read_system_pressure(res, self.proc_root)  # type: ignore[arg-type]
                 stall = self._rate((iid, "psi", res), p.some_total_us if p else None, dt)
                 psi[res] = stall / 1e6 * 100.0 if stall is not None else None
-            sched = read_processes_schedstat(pids, self.proc_root) if pids else None
-            wait = self._rate((iid, "rqwait"), sched.wait_ns if sched else None, dt, gen)
+            waits = {
+                pid: st.wait_ns
+                for pid, st in read_schedstat_by_process(pids, self.proc_root).items()
+            }
+            before = self._wait_ns.get(iid)
+            self._wait_ns[iid] = waits
+            wait = None
+            if before is not None and waits and dt > 0:
+                wait = wait_since(before, waits) / dt
             rx = tx = None
             if pids:
                 try:

@@ -27,7 +27,9 @@ from quell.signals.procfs import (
     read_pressure,
     read_process_schedstat,
     read_processes_schedstat,
+    read_schedstat_by_process,
     read_system_pressure,
+    wait_since,
 )
 
 __all__ = [
@@ -53,6 +55,8 @@ __all__ = [
     "read_pressure",
     "read_process_schedstat",
     "read_processes_schedstat",
+    "read_schedstat_by_process",
     "read_system_pressure",
     "read_throttling",
+    "wait_since",
 ]

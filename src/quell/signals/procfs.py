@@ -7,7 +7,7 @@ Nothing is cached and nothing is read at import time.
 from __future__ import annotations
 
 import errno
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -207,6 +207,29 @@ def read_processes_schedstat(pids: Iterable[int], proc_root: Path = PROC) -> Sch
         stat = _process_schedstat(pid, proc_root)
         if stat is not None:
             total = total + stat
+    return total
+
+
+def read_schedstat_by_process(pids: Iterable[int], proc_root: Path = PROC) -> dict[int, SchedStat]:
+    """Each process's schedstat (summed over its threads); processes that vanished are left
+    out."""
+    out = {}
+    for pid in pids:
+        stat = _process_schedstat(pid, proc_root)
+        if stat is not None:
+            out[pid] = stat
+    return out
+
+
+def wait_since(before: Mapping[int, int], now: Mapping[int, int]) -> int:
+    """Run-queue wait (ns) a changing set of processes added between two readings of each one's
+    cumulative wait: a process in both adds its increase; one new since ``before`` (a worker
+    started, or a server reloaded) all of its wait, since it began in between; one gone since
+    loses its last part. A pid reused in between (a decrease) adds its new process's wait."""
+    total = 0
+    for pid, wait in now.items():
+        prev = before.get(pid, 0)
+        total += wait - prev if wait >= prev else wait
     return total
 
 
