@@ -25,8 +25,11 @@ from quell.attribute.features import (
     BASE_FEATURES,
     CLASS_PREFIX,
     EBPF_FEATURES,
+    EBPF_RECENT_FEATURES,
     PSI_KEYS,
+    RECENT_FEATURES,
     psi_feature,
+    psi_recent_feature,
 )
 from quell.attribute.models import LEVEL, SparseGP, SparsePosterior, Standardiser
 from quell.core.files import write_json
@@ -36,7 +39,14 @@ from quell.errors import InputError, Problem
 FORMAT: Final = "quell.attribute.model"
 VERSION: Final = 2
 READABLE: Final = (1, 2)
-KNOWN_FEATURES: Final = frozenset(BASE_FEATURES + EBPF_FEATURES + tuple(map(psi_feature, PSI_KEYS)))
+KNOWN_FEATURES: Final = frozenset(
+    BASE_FEATURES
+    + EBPF_FEATURES
+    + RECENT_FEATURES
+    + EBPF_RECENT_FEATURES
+    + tuple(map(psi_feature, PSI_KEYS))
+    + tuple(map(psi_recent_feature, PSI_KEYS))
+)
 
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]

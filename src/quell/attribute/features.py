@@ -4,9 +4,17 @@ Per request: CPU time, run-queue wait, blocked time (wall − CPU − run-queue 
 timeslices, voluntary and involuntary context switches, yields; with the optional eBPF part the
 run-queue wait behind other cgroups and the preemptions by them; PSI "some" stall time over the
 request's window, from a sample series of cumulative totals (``PsiSeries``, system and the
-service's cgroup) interpolated linearly to the request's start and end; and the request's class,
+service's cgroup) interpolated linearly to the request's start and end; what the machine was like
+in the second before the request started (``RECENT_S``: the run-queue wait of the service's
+requests that ended in it, and the PSI stall time over it, each as a share of the second); and
+the request's class,
 one-hot (the seed trains one model over all requests and suggests per-class models where classes
 load the machine differently: a one-hot column lets one model learn per-class offsets).
+
+The recent features are what tells a request queued behind the service's own workers on a quiet
+machine (no excess) from the same request on a shared one (the neighbours slow every worker): the
+request's own counters look alike in both. They are computed over the records as given, so give
+one service's records together (a subset changes its neighbours).
 
 Times are in seconds. Wall time itself is not a feature: the label is the wall time's excess,
 and blocked time carries what of the wall time is neither CPU nor run-queue wait.
@@ -36,6 +44,12 @@ BASE_FEATURES: Final[tuple[str, ...]] = (
     "yields",
 )
 EBPF_FEATURES: Final[tuple[str, ...]] = ("runq_wait_other_cgroup_seconds", "preempt_other_total")
+RECENT_S: Final = 1.0
+"""The window before a request's start that its recent features look at."""
+RECENT_FEATURES: Final[tuple[str, ...]] = ("recent_runq_wait_share",)
+"""From the records alone: seconds of run-queue wait per second of the window."""
+EBPF_RECENT_FEATURES: Final[tuple[str, ...]] = ("recent_runq_wait_other_cgroup_share",)
+"""With the eBPF part: the same for the wait behind other cgroups."""
 RUNQ_WAIT: Final = "runq_wait_seconds"
 CLASS_PREFIX: Final = "class="
 PSI_KEYS: Final[tuple[str, ...]] = (
@@ -90,6 +104,27 @@ def psi_feature(key: str) -> str:
     return key.removesuffix("_us") + "_seconds"
 
 
+def psi_recent_feature(key: str) -> str:
+    """The recent feature of PSI key ``key`` (``psi_cpu_some_us`` → ``psi_cpu_some_recent_share``)."""
+    return key.removesuffix("_us") + "_recent_share"
+
+
+def recent_share(
+    start_ns: NDArray[np.int64],
+    end_ns: NDArray[np.int64],
+    value_ns: NDArray[np.int64],
+    window_ns: int,
+) -> FloatArray:
+    """Per request, the sum of ``value_ns`` over the requests that ended in
+    [start − ``window_ns``, start), divided by the window: a share of it."""
+    order = np.argsort(end_ns, kind="stable")
+    ends = end_ns[order]
+    total = np.concatenate([[0.0], np.cumsum(value_ns[order].astype(np.float64))])
+    hi = np.searchsorted(ends, start_ns, side="left")
+    lo = np.searchsorted(ends, start_ns - window_ns, side="left")
+    return np.asarray((total[hi] - total[lo]) / window_ns, dtype=np.float64)
+
+
 @dataclass(frozen=True)
 class FeatureMatrix:
     """Features per request: ``x`` (requests × ``names``), with each request's id and class."""
@@ -120,9 +155,18 @@ def _raw(records: Records, psi: PsiSeries | None) -> dict[str, FloatArray]:
         )
     if records.has("preempt_other_total"):
         raw["preempt_other_total"] = records["preempt_other_total"].astype(np.float64)
+    start, end = records["start_ns"], records["end_ns"]
+    window_ns = round(RECENT_S * 1e9)
+    raw["recent_runq_wait_share"] = recent_share(start, end, records["runq_wait_ns"], window_ns)
+    if records.has("runq_wait_other_cgroup_ns"):
+        raw["recent_runq_wait_other_cgroup_share"] = recent_share(
+            start, end, records["runq_wait_other_cgroup_ns"], window_ns
+        )
     if psi is not None:
         for key in psi.totals_us:
-            raw[psi_feature(key)] = psi.over(key, records["start_ns"], records["end_ns"])
+            raw[psi_feature(key)] = psi.over(key, start, end)
+        for key in psi.totals_us:
+            raw[psi_recent_feature(key)] = psi.over(key, start - window_ns, start) / RECENT_S
     return raw
 
 

@@ -57,11 +57,17 @@ def check_attribution(scenario: Scenario, base_dir: Path | None) -> list[Problem
 
 
 def _fits_the_lab(scenario: Scenario, bundle: AttributionModel, path: Path) -> list[Problem]:
-    from quell.attribute.features import BASE_FEATURES, EBPF_FEATURES
+    from quell.attribute.features import (
+        BASE_FEATURES,
+        EBPF_FEATURES,
+        EBPF_RECENT_FEATURES,
+        RECENT_FEATURES,
+    )
 
     problems: list[Problem] = []
     ebpf = scenario.attribution is not None and scenario.attribution.ebpf
-    recorded = BASE_FEATURES + (EBPF_FEATURES if ebpf else ())
+    recorded = BASE_FEATURES + RECENT_FEATURES
+    recorded += EBPF_FEATURES + EBPF_RECENT_FEATURES if ebpf else ()
     needs = [f for f in bundle.features if f not in recorded]
     if needs:
         without = "no PSI series" + ("" if ebpf else "; the eBPF part only with ebpf: true")

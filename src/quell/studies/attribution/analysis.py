@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from quell.attribute.apply import Attribution, attribute
-from quell.attribute.features import EBPF_FEATURES, available_features
+from quell.attribute.features import EBPF_FEATURES, EBPF_RECENT_FEATURES, available_features
 from quell.attribute.labels import percentile_labels
 from quell.core.files import load_json
 from quell.studies.attribution.campaign import (
@@ -119,7 +119,7 @@ def analyse(data: Path, settings: FitSettings, progress: Progress | None = None)
     runs = {n: r for n, r in runs.items() if not n.startswith("periodic-")}
     cells = {n: c for n, c in cells.items() if not n.startswith("periodic-")}
     doc = _fitted(data, cells, runs, names, classes, settings, note)
-    base = [n for n in names if n not in EBPF_FEATURES]
+    base = [n for n in names if n not in EBPF_FEATURES + EBPF_RECENT_FEATURES]
     if len(base) < len(names):
         note("again without the eBPF split's features")
         plain = replace(settings, baselines=False)
