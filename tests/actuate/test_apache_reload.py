@@ -39,6 +39,9 @@ class Pair:
         self.layout.php_fpm_conf.write_text(START.php_fpm)
         self.layout.error_log.write_text(RESUMED)
         self.next_pid = 300
+        self.kid_title = "php-fpm: pool www"
+        self.pool_titles_at: float | None = None
+        """When the children of php-fpm take the pool's title (None: they have it)."""
         self.start("apache", 100)
         self.start("php-fpm", 200)
         self.tests: dict[Part, tuple[int, str]] = {"apache": (0, "Syntax OK"), "php-fpm": (0, "")}
@@ -70,6 +73,12 @@ class Pair:
         task.mkdir(parents=True, exist_ok=True)
         (self.proc / str(pid) / "stat").write_text(f"{pid} (x) {state} 1\n")
         (task / "children").write_text(" ".join(map(str, children)))
+        for kid in children:
+            self.title(kid, self.kid_title)
+
+    def title(self, pid: int, title: str) -> None:
+        (self.proc / str(pid)).mkdir(parents=True, exist_ok=True)
+        (self.proc / str(pid) / "cmdline").write_bytes(title.encode() + b"\0")
 
     # what ApacheServer calls
     def run(self, argv: Sequence[str]) -> tuple[int, str]:
@@ -95,6 +104,12 @@ class Pair:
 
     def sleep(self, seconds: float) -> None:
         self.now += seconds
+        if self.pool_titles_at is not None and self.now >= self.pool_titles_at:
+            self.pool_titles_at = None
+            pid = int(self.layout.php_fpm_pid_file.read_text())
+            kids = (self.proc / str(pid) / "task" / str(pid) / "children").read_text().split()
+            for kid in kids:
+                self.title(int(kid), "php-fpm: pool www")
 
     def server(self) -> ApacheServer:
         def fetch(path: str) -> str:
@@ -139,6 +154,23 @@ def test_a_change_is_tested_applied_and_read_back(pair: Pair) -> None:
     assert pair.layout.httpd_conf.read_text() == new.httpd
     assert pair.layout.php_fpm_conf.read_text() == new.php_fpm
     assert len(server.children()) == 3 and leftovers(pair) == []
+
+
+def test_a_pool_counts_once_its_children_are_pool_workers(pair: Pair) -> None:
+    # After the reload the new children still have the master's title for a while (just
+    # forked); the pool counts only once each is a pool worker, and not at all if none becomes.
+    server = pair.server()
+    pair.kid_title = "php-fpm: master process (/etc/php-fpm.conf)"
+    pair.pool_titles_at = pair.now + 0.5
+    server.reconfigure(
+        ApacheConfig(START.httpd, "pm.max_children = 3\n"), ServerSettings(16, 5.0, 3)
+    )
+    assert pair.now >= 0.5
+    assert server.in_force == ServerSettings(16, 5.0, 3)
+    with pytest.raises(ComponentError, match="4 not pool workers yet"):
+        server.reconfigure(
+            ApacheConfig(START.httpd, "pm.max_children = 4\n"), ServerSettings(16, 5.0, 4)
+        )
 
 
 def test_only_what_changed_is_reloaded(pair: Pair) -> None:

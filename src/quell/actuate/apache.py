@@ -49,9 +49,13 @@ from quell.signals.apache import (
     parse_server_status,
     process_running,
     read_children,
+    read_title,
 )
 
 log = logging.getLogger(__name__)
+
+POOL_TITLE = "php-fpm: pool "
+"""How a php-fpm pool worker's title begins (the master's is ``php-fpm: master process``)."""
 
 Part = Literal["apache", "php-fpm"]
 PARTS: tuple[Part, ...] = ("apache", "php-fpm")
@@ -387,19 +391,29 @@ class ApacheServer:
             self.sleep(self.poll_s)
 
     def _wait_for_pool(self, size: int, old: frozenset[int], deadline: float) -> int:
-        """The pool's size once it has ``size`` processes, all started after ``old``."""
+        """The pool's size once it has ``size`` processes, all started after ``old`` and each
+        a pool worker already (``POOL_TITLE``: just after the fork a child still has the
+        master's title and has not opened its pool)."""
         kids: list[int] = []
         while True:
             if self._running("php-fpm") is not None:
                 kids = self.children()
-                if len(kids) == size and not old.intersection(kids):
+                if (
+                    len(kids) == size
+                    and not old.intersection(kids)
+                    and all(read_title(k, self.proc_root).startswith(POOL_TITLE) for k in kids)
+                ):
                     return len(kids)
             if self.monotonic() >= deadline:
                 stale = len(old.intersection(kids))
+                starting = sum(
+                    not read_title(k, self.proc_root).startswith(POOL_TITLE) for k in kids
+                )
                 raise ComponentError(
                     "php-fpm",
-                    f"has {len(kids)} children ({stale} from before the reload), not {size}, "
-                    f"{self.settle_timeout_s:g} s on",
+                    f"has {len(kids)} children ({stale} from before the reload, {starting} not"
+                    f" pool workers yet), not {size} new pool workers,"
+                    f" {self.settle_timeout_s:g} s on",
                 )
             self.sleep(self.poll_s)
 

@@ -105,6 +105,16 @@ def read_children(pid: int, proc_root: Path = Path("/proc")) -> list[int]:
     return [int(c) for c in text.split()]
 
 
+def read_title(pid: int, proc_root: Path = Path("/proc")) -> str:
+    """The process's command line as ``ps`` shows it (its first argument, which servers such
+    as php-fpm set to a title); empty when it is gone."""
+    try:
+        raw = (proc_root / str(pid) / "cmdline").read_bytes()
+    except OSError:
+        return ""
+    return raw.split(b"\0", 1)[0].decode(errors="replace")
+
+
 def process_running(pid: int, proc_root: Path = Path("/proc")) -> bool:
     """``pid`` exists and has not exited (a zombie waiting for its parent has)."""
     try:
