@@ -3,9 +3,9 @@
 Reads, for each instance: its cgroup's CPU time, PSI, CPU cap and time throttled by the cap
 (``THROTTLED_KEY``), the run-queue wait of its server processes (schedstat summed over every
 thread, followed process by process so that workers coming and going and a reload do not break
-the series: ``wait_since``), its interface counters (from inside its namespace), HAProxy's view of it (weight,
-sessions, queue, response time, maxconn), and the client-side latencies of the requests it
-answered.
+the series: ``wait_since``), its interface counters (from inside its namespace), HAProxy's view
+of it (weight, sessions, queue, response time, maxconn), and the client-side latencies of the
+requests it answered.
 Host-wide: steal time from /proc/stat, and each lab host's total link utilisation from its
 uplink's transmit counter. Cumulative counters become interval values through
 ``CounterDelta``, which refuses to difference across a process restart or a counter reset."""
