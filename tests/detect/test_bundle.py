@@ -38,6 +38,24 @@ def test_a_round_trip_predicts_the_same(tmp_path: Path) -> None:
     assert (loaded.detector.predict(x) == tree.predict(x)).all()
     assert loaded.detector.missing_share_ == pytest.approx(tree.missing_share_)
     assert b"pickle" not in (tmp_path / "d.json").read_bytes()
+    assert loaded.detector.window_intervals == 1
+
+
+def test_the_window_travels_with_the_tree(tmp_path: Path) -> None:
+    tree, _ = _fitted()
+    tree.window_intervals = 3
+    meta = DetectorMeta(workload="php-page", environment="synthetic", created="now")
+    build_detector_bundle(tree, meta).save(tmp_path / "d.json")
+    doc = json.loads((tmp_path / "d.json").read_text())
+    assert doc["training"]["window_intervals"] == 3
+    assert load_detector(tmp_path / "d.json").detector.window_intervals == 3
+    # a bundle written before the window was recorded reads each interval alone
+    del doc["training"]["window_intervals"]
+    (tmp_path / "old.json").write_text(json.dumps(doc))
+    assert load_detector(tmp_path / "old.json").detector.window_intervals == 1
+    doc["training"]["window_intervals"] = 0
+    (tmp_path / "bad.json").write_text(json.dumps(doc))
+    assert "window_intervals" in _problems(tmp_path / "bad.json")
 
 
 def _problems(path: Path, workload: str | None = None) -> str:

@@ -4,6 +4,7 @@ the tenant's extras per second, and NaN (never 0) where nothing was measured."""
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -14,9 +15,13 @@ from quell.detect.features import (
     DEFAULT_FEATURES,
     LINK_UTIL_KEY,
     LLC_MISS_RATE_KEY,
+    RT,
+    FeatureWindow,
     check_features,
+    core_index,
     feature_matrix,
     feature_row,
+    roll,
 )
 from quell.errors import InputError
 
@@ -69,3 +74,52 @@ def test_unknown_repeated_or_incomplete_feature_lists_are_refused() -> None:
     assert "unknown feature 'bogus'" in text
     assert "named twice" in text
     assert "required" in text and "lpo_cpu_s_per_req" in text
+
+
+def test_a_window_reads_each_feature_as_its_median_by_hand() -> None:
+    rts = [0.1, 0.5, 0.2, None, 0.3, 0.9]
+    obs = [
+        _obs(
+            time_s=float(k),
+            interval_s=1.0,
+            requests=0 if rt is None else 40,
+            throughput_rps=0.0 if rt is None else 40.0,
+            mean_rt_seconds=rt,
+            cpu_util=0.5,
+        )
+        for k, rt in enumerate(rts)
+    ]
+    rolled = feature_matrix(obs, DEFAULT_FEATURES, 3)
+    rt = rolled[:, DEFAULT_FEATURES.index(RT)]
+    # 0.1 | (0.1 + 0.5) / 2 | median(0.1, 0.5, 0.2) | no completion: no core feature |
+    # median(0.2, —, 0.3) = 0.25 | median(—, 0.3, 0.9) = 0.6
+    assert rt[:3] == pytest.approx([0.1, 0.3, 0.2])
+    assert math.isnan(rt[3])
+    assert rt[4:] == pytest.approx([0.25, 0.6])
+    # throughput was measured in interval 3 (0 completed): median(40, 40, 0) = 40
+    assert rolled[3, DEFAULT_FEATURES.index("throughput_rps")] == 40.0
+    raw = feature_matrix(obs, DEFAULT_FEATURES)
+    assert np.array_equal(feature_matrix(obs, DEFAULT_FEATURES, 1), raw, equal_nan=True)
+
+
+def test_the_online_window_gives_the_rows_of_the_whole_run() -> None:
+    rng = np.random.default_rng(7)
+    x = rng.normal(1.0, 0.5, (200, len(DEFAULT_FEATURES)))
+    x[rng.random(x.shape) < 0.2] = np.nan
+    core = core_index(DEFAULT_FEATURES)
+    for k in (1, 2, 3, 5):
+        win = FeatureWindow(k, core)
+        online = np.array([win.push(r) for r in x.tolist()])
+        batch = roll(x, k, core)
+        assert np.array_equal(online, batch, equal_nan=True)
+        # away from rows that lack a core feature, the rows are numpy's nanmedian
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN window: NaN
+            ref = np.array(
+                [np.nanmedian(x[max(0, i - k + 1) : i + 1, 5:], axis=0) for i in range(200)]
+            )
+        assert np.allclose(batch[:, 5:], ref, equal_nan=True)
+        # a core feature the interval did not measure stays NaN: no verdict for it
+        assert np.array_equal(np.isnan(batch[:, list(core)]), np.isnan(x[:, list(core)]))
+    with pytest.raises(ValueError, match="window_intervals must be >= 1"):
+        FeatureWindow(0, core)

@@ -35,8 +35,10 @@ def rt_tree(cost: CostMatrix | None = None, cost_method: str = "weights") -> Tre
     )
 
 
-def rt_detector() -> CostSensitiveTree:
-    return CostSensitiveTree(DEFAULT_FEATURES).set_tree(rt_tree())
+def rt_detector(window_intervals: int = 1) -> CostSensitiveTree:
+    """``rt_tree``; ``window_intervals``: reading each feature's median over that many."""
+    tree = CostSensitiveTree(DEFAULT_FEATURES, window_intervals=window_intervals)
+    return tree.set_tree(rt_tree())
 
 
 def rt_bundle(workload: str = "php-page") -> DetectorBundle:

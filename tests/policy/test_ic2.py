@@ -180,8 +180,9 @@ def _run(
     return out
 
 
-def _policy(**overrides: Any) -> Ic2Policy:
-    return Ic2Policy(rt_detector(), Ic2Params.model_validate({**PARAMS, **overrides}))
+def _policy(window_intervals: int = 1, **overrides: Any) -> Ic2Policy:
+    params = Ic2Params.model_validate({**PARAMS, **overrides})
+    return Ic2Policy(rt_detector(window_intervals), params)
 
 
 def _actions(decisions: list[Decision]) -> list[tuple[int, ReconfigureServer]]:
@@ -248,6 +249,24 @@ def test_transients_and_unmeasured_intervals_do_not_count() -> None:
     # T resets: after MIDDLE, T -I-> I1 -(none)- -I-> I2 at interval 9
     assert [k for k, _ in _actions(decisions)] == [9]
     assert decisions[8].detail["instances"]["i1"]["verdict"] is None  # type: ignore[index]
+
+
+def _verdicts(decisions: list[Decision]) -> list[object]:
+    return [d.detail["instances"]["i1"]["verdict"] for d in decisions]  # type: ignore[index]
+
+
+def test_a_detector_over_three_intervals_reads_their_medians() -> None:
+    seq = [CLEAN] * 4 + [SLOW] + [CLEAN] * 2 + [SLOW] * 5 + [None, SLOW]
+    decisions = _run(_policy(window_intervals=3), seq)
+    # one slow interval among clean ones: median RT 0.1, NI; the second of a run of slow
+    # ones is the first I; no reading (interval 12): no verdict, and the window keeps going
+    assert _verdicts(decisions) == ["NI"] * 8 + ["I"] * 4 + [None, "I"]
+    # I at 8, 9, 10 → I2 at interval 10; Algorithm 1's evidence is each interval's own RT
+    acts = _actions(decisions)
+    assert [k for k, _ in acts] == [10]
+    assert "0.016 against a clean median of 0.012" in decisions[10].reason
+    # each interval alone, the lone slow interval is an I verdict
+    assert _verdicts(_run(_policy(), seq))[4] == "I"
 
 
 def test_the_two_state_machine_acts_on_one_verdict() -> None:

@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from quell.detect.bundle import load_detector
+from quell.detect.features import feature_matrix
 from quell.errors import InputError
 from quell.experiment.run import ProgressFn
 from quell.experiment.sim import run_sim
@@ -221,9 +222,18 @@ def test_evaluate_refuses_what_it_cannot_use(tmp_path: Path) -> None:
 def test_the_ablation_regrows_the_final_tree_at_the_spec_cost(tmp_path: Path) -> None:
     # The spec's cost is the paper's 5:1:10 as weights: the ablation's row for it must score
     # exactly as the campaign's own final detector does; every cost gives one row per run.
+    # The spec reads features over 3 intervals: the data, the bundle and the scoring all do.
     out = tmp_path / "out"
-    path = spec(tmp_path)
+    path = spec(tmp_path, window_intervals=3)
     Trainer(load_campaign(path), out, run_sim).train()
+    assert load_detector(out / "detector.json").detector.window_intervals == 3
+    for run_dir in (out / "phase-III" / "runs").iterdir():
+        with RunStore.open(run_dir) as store:
+            k = int(store.meta()["seed"]) - 7  # run k has the scenario's seed + k
+            with np.load(out / "phase-III" / f"onoff-{k}.npz") as data:
+                names = tuple(str(n) for n in data["features"])
+                rolled = feature_matrix(store.observations("i2"), names, 3)
+                assert np.array_equal(data["x"], rolled, equal_nan=True)
     test = onoff(tmp_path, "test.yaml", seed=99)
     scenario = load_scenario(test)
     run_dir = Path(run_sim(scenario, test, tmp_path / "runs")["run_dir"])

@@ -64,6 +64,9 @@ class TrainingData(_JsonModel):
     criterion: Literal["entropy", "gini"]
     random_state: int
     transient_s: Annotated[float, Field(gt=0)] = TRANSIENT_S
+    window_intervals: Annotated[int, Field(ge=1, le=3600)] = 1
+    """Each row the tree reads is a feature's median over this many intervals
+    (``quell.detect.features.roll``); 1: the interval alone (bundles before it was recorded)."""
     missing_share: list[Annotated[float, Field(ge=0, le=1)]]
     """Per feature, the share of training intervals that did not measure it."""
     phases: list[dict[str, object]] = []
@@ -117,6 +120,7 @@ def build_detector_bundle(
             criterion=tree.criterion,
             random_state=tree.random_state,
             transient_s=transient_s,
+            window_intervals=tree.window_intervals,
             missing_share=list(getattr(tree, "missing_share_", [0.0] * len(tree.features))),
             phases=phases or [],
         ),
@@ -156,6 +160,7 @@ def _detector(data: DetectorData, source: str) -> DetectorBundle:
         min_samples_leaf=data.training.min_samples_leaf,
         criterion=data.training.criterion,
         random_state=data.training.random_state,
+        window_intervals=data.training.window_intervals,
     )
     t = data.tree
     arrays = TreeArrays(

@@ -118,15 +118,17 @@ def from_run(
     source: str = "",
     transient_s: float = TRANSIENT_S,
     warmup_s: float = 0.0,
+    window_intervals: int = 1,
 ) -> Dataset:
     """One instance's intervals of one run, labelled from its antagonist timeline (the first
-    ``warmup_s`` as T: ``label_intervals``)."""
+    ``warmup_s`` as T: ``label_intervals``), each row a feature's median over
+    ``window_intervals`` (``quell.detect.features.roll``)."""
     names = check_features(features)
     end = np.array([o.time_s for o in observations], dtype=float)
     width = np.array([o.interval_s for o in observations], dtype=float)
     return Dataset(
         names,
-        feature_matrix(observations, names),
+        feature_matrix(observations, names, window_intervals),
         label_intervals(end, width, timeline, transient_s, warmup_s),
         end,
         np.full(len(observations), run, dtype=np.int64),

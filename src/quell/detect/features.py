@@ -13,11 +13,21 @@ and the detector works without them.
 A value that was not measured is NaN, never a made-up zero: the tree routes it the way its
 training sent missing values (``quell.detect.tree``), and the three attributes the paper's tree
 is built on (``CORE_FEATURES``) must all be present for a verdict at all (``core_present``).
+
+**Over a window of intervals.** A detector may read each feature as its median over the last
+``window_intervals`` intervals (this one and those before it; ``roll`` over a run,
+``FeatureWindow`` one interval at a time, both giving the same numbers). At 1 s sampling an
+antagonist's effect on one interval is noisy (the service's own response time swings as much
+between seconds); the median of three keeps one odd second from deciding. NaN values are left
+out of a median (NaN if all are); a core feature an interval did not measure stays NaN in its
+row whatever the window holds, so that interval still gets no verdict. The window is the detector's
+(``CostSensitiveTree.window_intervals``), recorded in its bundle.
 """
 
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Final
 
@@ -139,17 +149,74 @@ def feature_row(obs: Observation, names: Sequence[str]) -> list[float]:
     return [_READ[n](obs) for n in names]
 
 
-def feature_matrix(observations: Sequence[Observation], names: Sequence[str]) -> FloatArray:
-    """One row per observation, one column per name; NaN where not measured."""
+def feature_matrix(
+    observations: Sequence[Observation], names: Sequence[str], window_intervals: int = 1
+) -> FloatArray:
+    """One row per observation, one column per name; NaN where not measured. With
+    ``window_intervals`` > 1 the observations are one instance's, in time order, and each row
+    is rolled over the window (``roll``)."""
     out = np.full((len(observations), len(names)), np.nan)
     for k, obs in enumerate(observations):
         out[k] = feature_row(obs, names)
-    return out
+    if window_intervals == 1:
+        return out
+    return roll(out, window_intervals, core_index(names))
+
+
+def core_index(names: Sequence[str]) -> tuple[int, ...]:
+    """Where the core features are in ``names``."""
+    return tuple(list(names).index(n) for n in CORE_FEATURES)
 
 
 def core_present(row: Sequence[float], core_index: Sequence[int]) -> bool:
     """Whether every core feature (at ``core_index`` in ``row``) was measured."""
     return all(row[k] == row[k] for k in core_index)  # NaN != NaN
+
+
+def _median(values: list[float]) -> float:
+    """The median of the values that are not NaN (NaN if none is); an even count gives the
+    mean of the middle two, as ``numpy.nanmedian``."""
+    v = sorted(x for x in values if x == x)
+    n = len(v)
+    if n == 0:
+        return NAN
+    mid = n // 2
+    return v[mid] if n % 2 else (v[mid - 1] + v[mid]) / 2
+
+
+class FeatureWindow:
+    """One instance's rows, one interval at a time, as medians over the last
+    ``window_intervals`` (module docstring); ``core_index``: where the core features are."""
+
+    def __init__(self, window_intervals: int, core_index: Sequence[int]) -> None:
+        if window_intervals < 1:
+            raise ValueError(f"window_intervals must be >= 1, got {window_intervals}")
+        self.window_intervals = window_intervals
+        self.core_index = tuple(core_index)
+        self.rows_: deque[list[float]] = deque(maxlen=window_intervals)
+
+    def push(self, row: Sequence[float]) -> list[float]:
+        """Take this interval's row; return the row the detector reads for it."""
+        self.rows_.append(list(row))
+        if self.window_intervals == 1:
+            return list(row)
+        out = [_median([r[j] for r in self.rows_]) for j in range(len(row))]
+        for k in self.core_index:
+            if row[k] != row[k]:  # not measured in this interval: no verdict for it
+                out[k] = NAN
+        return out
+
+
+def roll(x: FloatArray, window_intervals: int, core_index: Sequence[int]) -> FloatArray:
+    """The rows of one instance's run, in time order, as ``FeatureWindow`` gives them."""
+    x = np.asarray(x, dtype=float)
+    if window_intervals == 1:
+        return x.copy()
+    win = FeatureWindow(window_intervals, core_index)
+    out = np.empty_like(x)
+    for k, row in enumerate(x.tolist()):
+        out[k] = win.push(row)
+    return out
 
 
 __all__ = [
@@ -162,8 +229,11 @@ __all__ = [
     "LLC_MISS_RATE_KEY",
     "PAPER_FEATURES",
     "TENANT_FEATURES",
+    "FeatureWindow",
     "check_features",
+    "core_index",
     "core_present",
     "feature_matrix",
     "feature_row",
+    "roll",
 ]

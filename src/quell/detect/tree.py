@@ -184,6 +184,9 @@ class CostSensitiveTree:
     ``criterion`` ``entropy`` splits by information gain, as the paper's Weka J48 (C4.5).
     ``min_samples_leaf`` keeps leaves large enough that their class shares mean something
     (``expected`` reads them); ``max_depth`` keeps the tree a handful of comparisons deep.
+    ``window_intervals``: each row it is fitted on and predicts is a feature's median over that
+    many intervals (``quell.detect.features.roll``, ``FeatureWindow``). The tree does not roll
+    rows itself: whoever builds them reads this.
     """
 
     def __init__(
@@ -195,6 +198,7 @@ class CostSensitiveTree:
         min_samples_leaf: int = 10,
         criterion: Literal["entropy", "gini"] = "entropy",
         random_state: int = 0,
+        window_intervals: int = 1,
     ) -> None:
         self.features = tuple(features)
         self.cost = cost
@@ -203,6 +207,7 @@ class CostSensitiveTree:
         self.min_samples_leaf = min_samples_leaf
         self.criterion = criterion
         self.random_state = random_state
+        self.window_intervals = window_intervals
 
     # -- the cost ------------------------------------------------------------------------------
     @property

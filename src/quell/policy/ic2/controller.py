@@ -10,6 +10,10 @@ NI2 with the baseline in force); and, while the chain heads for I2, the LPO and 
 of the last ``evidence_intervals`` I verdicts, whose medians Algorithm 1 weighs against the
 clean ones.
 
+A detector over a window of intervals (``window_intervals`` in its bundle) reads each feature
+as its median over the instance's last intervals (``quell.detect.features.FeatureWindow``);
+Algorithm 1's evidence stays the interval's own LPO and response time.
+
 An interval without the paper's three attributes (no request completed, no CPU reading) gives
 no verdict: the machine does not move. An instance that leaves the snapshot is forgotten; one
 that comes (back) starts in NI2 with its settings as it reports them, else the baseline.
@@ -25,7 +29,7 @@ from dataclasses import replace
 from quell.core.action import Action, Decision, ReconfigureServer
 from quell.core.observation import Observation, Snapshot
 from quell.detect.bundle import load_detector
-from quell.detect.features import LPO, RT, feature_row
+from quell.detect.features import LPO, RT, FeatureWindow, core_index, feature_row
 from quell.detect.labels import CLASSES
 from quell.detect.tree import CostSensitiveTree
 from quell.policy.context import PolicyContext, parse_params
@@ -45,7 +49,9 @@ def _finite(v: float) -> float | None:
 class InstanceState:
     """What IC2 keeps of one instance."""
 
-    def __init__(self, params: Ic2Params) -> None:
+    def __init__(self, params: Ic2Params, window: FeatureWindow) -> None:
+        self.window = window
+        """The rows the detector reads, over its window."""
         self.chain: ContextChain | TwoStateChain = (
             ContextChain() if params.states == 5 else TwoStateChain()
         )
@@ -96,6 +102,7 @@ class Ic2Policy:
         names = detector.features
         self._lpo_at = names.index(LPO)
         self._rt_at = names.index(RT)
+        self._core_index = core_index(names)
 
     @classmethod
     def build(cls, params: dict[str, float | int | str | bool], ctx: PolicyContext) -> Ic2Policy:
@@ -112,7 +119,8 @@ class Ic2Policy:
         for iid in sorted(snapshot.instances):
             state = self.instances_.get(iid)
             if state is None:
-                state = self.instances_[iid] = InstanceState(self.params)
+                window = FeatureWindow(self.detector.window_intervals, self._core_index)
+                state = self.instances_[iid] = InstanceState(self.params, window)
             action, reason, row = self._one(iid, snapshot.instances[iid], state)
             rows[iid] = row
             if action is not None:
@@ -148,7 +156,7 @@ class Ic2Policy:
         in_force = Settings.in_force(obs.extra, state.asked or self.baseline_)
         row = feature_row(obs, self.detector.features)
         lpo, rt = _finite(row[self._lpo_at]), _finite(row[self._rt_at])
-        verdict = self._verdict(row, obs, state)
+        verdict = self._verdict(state.window.push(row), obs, state)
         out: dict[str, object] = {
             "verdict": verdict,
             "lpo_cpu_s_per_req": lpo,

@@ -95,6 +95,9 @@ class TrainSpec(StrictModel):
     max_depth: Annotated[int, Field(ge=1, le=30)] = 6
     min_samples_leaf: Annotated[int, Field(ge=1, le=100_000)] = 10
     transient_s: Annotated[float, Field(gt=0, le=3600)] = TRANSIENT_S
+    window_intervals: Annotated[int, Field(ge=1, le=60)] = 1
+    """The detector reads each feature as its median over this many intervals
+    (``quell.detect.features``); 1: each interval alone, as the paper."""
     ic2: dict[str, float | int | str | bool]
     """The ``ic2`` policy's parameters in phases II and III, but ``detector``, which the
     campaign sets to the last phase's tree (``quell.policy.ic2.Ic2Params``)."""
@@ -114,6 +117,7 @@ class Campaign:
             self.spec.max_depth,
             self.spec.min_samples_leaf,
             random_state=self.spec.seed,
+            window_intervals=self.spec.window_intervals,
         )
 
     def fingerprint(self) -> dict[str, Any]:
@@ -191,12 +195,25 @@ def interfered_instances(scenario: Scenario) -> dict[str, Timeline]:
 
 
 def run_dataset(
-    store: RunStore, scenario: Scenario, features: tuple[str, ...], run: int, transient_s: float
+    store: RunStore,
+    scenario: Scenario,
+    features: tuple[str, ...],
+    run: int,
+    transient_s: float,
+    window_intervals: int = 1,
 ) -> Dataset:
-    """The labelled intervals of every interfered instance of a recorded run."""
+    """The labelled intervals of every interfered instance of a recorded run (each row over
+    ``window_intervals``: ``from_run``)."""
     parts = [
         from_run(
-            store.observations(iid), tl, features, run, scenario.name, transient_s, transient_s
+            store.observations(iid),
+            tl,
+            features,
+            run,
+            scenario.name,
+            transient_s,
+            transient_s,
+            window_intervals,
         )
         for iid, tl in interfered_instances(scenario).items()
     ]
@@ -343,7 +360,9 @@ class Trainer:
 
             run_dir = Path(self.run_fn(scenario, path, runs_dir, progress)["run_dir"])
         with RunStore.open(run_dir) as store:
-            d = run_dataset(store, scenario, tuple(spec.features), k, spec.transient_s)
+            d = run_dataset(
+                store, scenario, tuple(spec.features), k, spec.transient_s, spec.window_intervals
+            )
         _save(data_path, d)
 
     def train(self) -> DetectorBundle:
@@ -392,7 +411,7 @@ def score_run(
         end = np.array([o.time_s for o in obs], dtype=float)
         width = np.array([o.interval_s for o in obs], dtype=float)
         truth = label_intervals(end, width, tl, transient_s, transient_s)
-        pred = tree.predict(feature_matrix(obs, tree.features))
+        pred = tree.predict(feature_matrix(obs, tree.features, tree.window_intervals))
         y_true += truth.tolist()
         y_pred += pred.tolist()
         runs.append((end.tolist(), pred.tolist(), tl))
@@ -448,6 +467,7 @@ def ablation(
             spec.max_depth,
             spec.min_samples_leaf,
             random_state=spec.seed,
+            window_intervals=spec.window_intervals,
         ).fit(data.x, data.y)
         for store, scenario in runs:
             result = score_run(store, scenario, tree, states, spec.transient_s)
