@@ -15,7 +15,9 @@ import pytest
 import yaml
 
 from quell.detect.bundle import load_detector
+from quell.detect.dataset import concat
 from quell.detect.features import feature_matrix
+from quell.detect.tree import CostMatrix, CostSensitiveTree
 from quell.errors import InputError
 from quell.experiment.run import ProgressFn
 from quell.experiment.sim import run_sim
@@ -25,9 +27,11 @@ from quell.store.run import RunStore
 from quell.studies.ic2.campaign import (
     Trainer,
     ablation,
+    collected_runs,
     interfered_instances,
     load_campaign,
     score_run,
+    tree_sizes,
 )
 from tests.cli.inprocess import assert_refused, run_quell
 
@@ -250,3 +254,37 @@ def test_the_ablation_regrows_the_final_tree_at_the_spec_cost(tmp_path: Path) ->
     done = run_quell("ic2", "ablate", path, "--out", out, run_dir, "--json")
     assert done.code == 0, done.stderr
     assert done.stdout.count('"cost":') == 3
+
+
+def test_tree_sizes_hold_each_collected_run_out_in_turn(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    path = spec(tmp_path, window_intervals=3, max_depth=2, min_samples_leaf=5)
+    campaign = load_campaign(path)
+    Trainer(campaign, out, run_sim).train()
+    runs = collected_runs(campaign, out)
+    assert len(runs) == 6  # three phases of two runs
+    rows = tree_sizes(campaign, out, (1, 2), (5, 200))
+    assert [(r["max_depth"], r["min_samples_leaf"], r["spec"]) for r in rows] == [
+        (1, 5, False),
+        (1, 200, False),
+        (2, 5, True),
+        (2, 200, False),
+    ]
+    # the cost of depth 2, leaf 5 by hand: each run scored by a tree grown on the other five
+    cost = CostMatrix().matrix()
+    by_hand = []
+    for k, test in enumerate(runs):
+        train = concat([r for j, r in enumerate(runs) if j != k])
+        tree = CostSensitiveTree(
+            train.features, CostMatrix(), "weights", 2, 5, window_intervals=3
+        ).fit(train.x, train.y)
+        pred = tree.predict(test.x)
+        by_hand.append(cost[test.y[pred >= 0], pred[pred >= 0]].mean())
+    assert rows[2]["cost"] == pytest.approx(np.mean(by_hand), abs=5e-5)
+    # leaves of 200 of 1,000 intervals cannot single out 40 s of interference: more cost
+    assert rows[3]["cost"] > rows[2]["cost"]
+    done = run_quell("ic2", "sizes", path, "--out", out, "--json")
+    assert done.code == 0, done.stderr
+    assert done.stdout.count('"min_samples_leaf":') == 25 and "(spec)" in done.stdout
+    (out / "phase-II" / "onoff-1.npz").unlink()
+    assert_refused(run_quell("ic2", "sizes", path, "--out", out), "phase-II/onoff-1.npz")

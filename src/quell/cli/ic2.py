@@ -387,6 +387,38 @@ def ic2_ablate(
         emit_json({"spec": str(spec_path), "campaign": str(out), "rows": rows})
 
 
+@ic2_app.command("sizes")
+def ic2_sizes(
+    spec_path: SpecArg,
+    out: Annotated[Path, typer.Option("--out", help="The finished campaign's directory.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """The tree's size by leave-one-run-out: per max_depth and min_samples_leaf, trees grown
+    on all of a finished campaign's runs but one, scored on that one at the spec's cost."""
+
+    from quell.cli.console import emit_json
+    from quell.studies.ic2.campaign import load_campaign, tree_sizes
+
+    rows = tree_sizes(load_campaign(spec_path), out)
+    for r in rows:
+        r["size"] = f"{r['max_depth']} / {r['min_samples_leaf']}" + (" (spec)" if r["spec"] else "")
+    cols: Columns = [
+        ("depth / leaf", "size", "s"),
+        ("cost", "cost", ".4f"),
+        ("recall", "recall", ".3f"),
+        ("prec", "precision", ".3f"),
+    ]
+    best = min(rows, key=lambda r: r["cost"])
+    _print_rows(
+        f"tree size, each of {rows[0]['held_out_runs']} runs held out in turn"
+        f" (least cost: {best['size']})",
+        cols,
+        rows,
+    )
+    if as_json:
+        emit_json({"spec": str(spec_path), "campaign": str(out), "rows": rows})
+
+
 @ic2_app.command("results")
 def ic2_results(
     data: Annotated[Path, typer.Option("--data", help="Directory of measured JSON files.")] = Path(

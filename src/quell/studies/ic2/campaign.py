@@ -476,6 +476,82 @@ def ablation(
     return rows
 
 
+# -- the tree's size by leave-one-run-out -------------------------------------------------------
+SIZES_DEPTH: tuple[int, ...] = (2, 3, 4, 5, 6)
+SIZES_LEAF: tuple[int, ...] = (5, 10, 20, 30, 50)
+
+
+def collected_runs(campaign: Campaign, out: Path) -> list[Dataset]:
+    """Every run a finished campaign collected, of every phase, one dataset each."""
+    parts = []
+    for phase in PHASES:
+        for path, _ in campaign.scenarios:
+            for k in range(campaign.spec.runs):
+                f = out / f"phase-{phase}" / f"{path.stem}-{k}.npz"
+                if not f.exists():
+                    raise InputError(
+                        str(out),
+                        [Problem(f"phase-{phase}/{f.name}", "missing: finish the campaign")],
+                    )
+                parts.append(_load(f, f"phase {phase}, {f.stem}"))
+    return parts
+
+
+def tree_sizes(
+    campaign: Campaign,
+    out: Path,
+    depths: tuple[int, ...] = SIZES_DEPTH,
+    leaves: tuple[int, ...] = SIZES_LEAF,
+) -> list[dict[str, Any]]:
+    """Per (max_depth, min_samples_leaf), trees grown at the spec's cost on all of a finished
+    campaign's collected runs but one and scored on that one, each run held out in turn: the
+    mean cost per interval (the spec's cost matrix over intervals with a verdict) and the mean
+    recall and precision of class I. The spec's own size can then be chosen from the runs it
+    was trained on, not from the runs it is judged on."""
+    runs = collected_runs(campaign, out)
+    if len(runs) < 2:
+        raise InputError(str(out), [Problem("", "needs at least two collected runs")])
+    spec = campaign.spec
+    cost = spec.cost.matrix().matrix()
+    rows = []
+    for depth in depths:
+        for leaf in leaves:
+            costs: list[float] = []
+            recall: list[float] = []
+            precision: list[float] = []
+            for k, test in enumerate(runs):
+                train = concat([r for j, r in enumerate(runs) if j != k])
+                tree = CostSensitiveTree(
+                    spec.features,
+                    spec.cost.matrix(),
+                    spec.cost_method,
+                    depth,
+                    leaf,
+                    random_state=spec.seed,
+                    window_intervals=spec.window_intervals,
+                ).fit(train.x, train.y)
+                pred = tree.predict(test.x)
+                ok = pred >= 0
+                costs.append(float(cost[test.y[ok], pred[ok]].mean()) if ok.any() else 0.0)
+                m = score(test.y, pred, [], 5)
+                if m["recall"] is not None:
+                    recall.append(float(m["recall"]))  # type: ignore[arg-type]
+                if m["precision"] is not None:
+                    precision.append(float(m["precision"]))  # type: ignore[arg-type]
+            rows.append(
+                {
+                    "max_depth": depth,
+                    "min_samples_leaf": leaf,
+                    "cost": round(float(np.mean(costs)), 4),
+                    "recall": round(float(np.mean(recall)), 3) if recall else None,
+                    "precision": round(float(np.mean(precision)), 3) if precision else None,
+                    "held_out_runs": len(runs),
+                    "spec": depth == spec.max_depth and leaf == spec.min_samples_leaf,
+                }
+            )
+    return rows
+
+
 __all__ = [
     "ABLATION",
     "PHASES",
@@ -485,9 +561,11 @@ __all__ = [
     "TrainSpec",
     "Trainer",
     "ablation",
+    "collected_runs",
     "final_data",
     "interfered_instances",
     "load_campaign",
     "run_dataset",
     "score_run",
+    "tree_sizes",
 ]
