@@ -50,3 +50,24 @@ def test_half_and_half_draws_without_replacement_in_order() -> None:
     assert len(mix) == 6
     ta = mix.time_s[mix.run == 0]
     assert len(set(ta.tolist())) == 3 and (np.diff(ta) > 0).all()
+
+
+def test_the_final_tree_may_learn_from_every_phase() -> None:
+    sizes = {"I": 400, "II": 240, "III": 300}
+    data = {p: _data(n, f"phase {p}", k) for k, (p, n) in enumerate(sizes.items())}
+
+    def runner(phase: str, tree: CostSensitiveTree | None) -> Dataset:
+        return data[phase]
+
+    make = lambda: CostSensitiveTree(PAPER_FEATURES)  # noqa: E731
+    paper = bootstrap(runner, make, seed=3)  # type: ignore[arg-type]
+    out = bootstrap(runner, make, seed=3, final_training="all_phases")  # type: ignore[arg-type]
+    one, two, three = out.phases
+    # phases I and II as the paper's; III learns from all 940 collected rows, in phase order
+    assert one.detector.tree_ == paper.phases[0].detector.tree_
+    assert two.detector.tree_ == paper.phases[1].detector.tree_
+    assert three.collected is data["III"] and len(three.trained_on) == 940
+    assert three.trained_on.source == "phase I + phase II + phase III"
+    assert np.array_equal(three.trained_on.x[400:640], data["II"].x)
+    assert sorted(set(three.trained_on.run.tolist())) == [0, 1, 2]
+    assert out.detector.tree_ != paper.detector.tree_

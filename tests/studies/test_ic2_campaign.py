@@ -140,6 +140,12 @@ def test_three_phases_run_what_they_should_and_resume(tmp_path: Path) -> None:
     Trainer(load_campaign(spec(tmp_path)), out, once).train()
     assert [(s, name) for s, name, _, _ in once.runs] == [(8, "ic2")]
     assert load_detector(out / "detector.json").data.tree == bundle.data.tree
+    # the final tree from every phase's runs: the runs do not depend on it, none runs again
+    pooled = Recorder()
+    Trainer(load_campaign(spec(tmp_path, final_training="all_phases")), out, pooled).train()
+    assert pooled.runs == []
+    phases = load_detector(out / "detector.json").data.training.phases
+    assert [p["trained_on"]["samples"] for p in phases] == [400, 400, 1200]
 
 
 def test_labels_follow_the_events(tmp_path: Path) -> None:

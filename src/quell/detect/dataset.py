@@ -182,11 +182,20 @@ class Bootstrap:
         ]
 
 
+FinalTraining = Literal["phase_iii", "all_phases"]
+"""What the final tree is trained on: phase III's runs (the paper's) or every phase's."""
+
+
 def bootstrap(
-    runner: Runner, make_tree: Callable[[], CostSensitiveTree], seed: int = 0
+    runner: Runner,
+    make_tree: Callable[[], CostSensitiveTree],
+    seed: int = 0,
+    final_training: FinalTraining = "phase_iii",
 ) -> Bootstrap:
     """The three phases: each runs with the last phase's tree and trains a new one
-    (``make_tree`` gives it unfitted, with the features the runner's datasets have)."""
+    (``make_tree`` gives it unfitted, with the features the runner's datasets have). The
+    final tree learns from phase III's runs, or with ``all_phases`` from every phase's: three
+    times the intervals, with IC2 off (I) and on (II, III)."""
     out = Bootstrap()
 
     def train(phase: Phase, collected: Dataset, on: Dataset) -> CostSensitiveTree:
@@ -205,13 +214,14 @@ def bootstrap(
     d2 = runner("II", t1)
     t2 = train("II", d2, half_and_half(d1, d2, seed))
     d3 = runner("III", t2)
-    train("III", d3, d3)
+    train("III", d3, d3 if final_training == "phase_iii" else concat([d1, d2, d3]))
     return out
 
 
 __all__ = [
     "Bootstrap",
     "Dataset",
+    "FinalTraining",
     "Phase",
     "PhaseResult",
     "Runner",

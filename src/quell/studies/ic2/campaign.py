@@ -38,7 +38,15 @@ from pydantic import Field, ValidationError
 from quell.core.files import load_json, load_yaml, write_json
 from quell.core.schema import Name, StrictModel, validation_problems
 from quell.detect.bundle import DetectorBundle, DetectorMeta, build_detector_bundle
-from quell.detect.dataset import Bootstrap, Dataset, Phase, bootstrap, concat, from_run
+from quell.detect.dataset import (
+    Bootstrap,
+    Dataset,
+    FinalTraining,
+    Phase,
+    bootstrap,
+    concat,
+    from_run,
+)
 from quell.detect.features import DEFAULT_FEATURES, check_features, feature_matrix
 from quell.detect.labels import TRANSIENT_S, Timeline, label_intervals
 from quell.detect.tree import CostMatrix, CostSensitiveTree
@@ -95,6 +103,9 @@ class TrainSpec(StrictModel):
     max_depth: Annotated[int, Field(ge=1, le=30)] = 6
     min_samples_leaf: Annotated[int, Field(ge=1, le=100_000)] = 10
     transient_s: Annotated[float, Field(gt=0, le=3600)] = TRANSIENT_S
+    final_training: FinalTraining = "phase_iii"
+    """What the final tree learns from: phase III's runs (the paper's) or ``all_phases``.
+    The runs do not depend on it, so a finished campaign can be trained again either way."""
     window_intervals: Annotated[int, Field(ge=1, le=60)] = 1
     """The detector reads each feature as its median over this many intervals
     (``quell.detect.features``); 1: each interval alone, as the paper."""
@@ -121,10 +132,15 @@ class Campaign:
         )
 
     def fingerprint(self) -> dict[str, Any]:
-        """What the campaign's data depends on: the spec and each scenario as read."""
+        """What the campaign's data depends on: the spec and each scenario as read. Not
+        ``final_training`` (the runs do not depend on it), nor ``window_intervals`` at 1, so
+        that a campaign recorded before the field existed still resumes."""
+        spec = self.spec.model_dump(mode="json", exclude={"final_training"})
+        if spec["window_intervals"] == 1:
+            del spec["window_intervals"]
         return {
             "format": SPEC_FORMAT,
-            "spec": self.spec.model_dump(mode="json"),
+            "spec": spec,
             "scenarios": {
                 str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p, _ in self.scenarios
             },
@@ -369,7 +385,8 @@ class Trainer:
         """The three phases (module docstring); the final bundle, also written to
         ``detector.json``, with ``training.json`` beside it."""
         self.prepare()
-        result = bootstrap(self.phase_data, self.campaign.make_tree, self.campaign.spec.seed)
+        spec = self.campaign.spec
+        result = bootstrap(self.phase_data, self.campaign.make_tree, spec.seed, spec.final_training)
         bundle = self._bundle(result.detector, result)
         self._bundle(result.phases[-1].detector, None).save(self.out / "phase-III/detector.json")
         bundle.save(self.out / "detector.json")
@@ -434,8 +451,10 @@ weights and as minimum expected cost."""
 
 
 def final_data(campaign: Campaign, out: Path) -> Dataset:
-    """The labelled intervals of a finished campaign's last phase (what its final tree was
-    trained on)."""
+    """The labelled intervals a finished campaign's final tree was trained on: its last
+    phase's, or every phase's (``final_training: all_phases``)."""
+    if campaign.spec.final_training == "all_phases":
+        return concat(collected_runs(campaign, out), "phases I, II and III")
     parts = []
     for path, _ in campaign.scenarios:
         for k in range(campaign.spec.runs):
