@@ -197,9 +197,9 @@ class FeatureWindow:
 
     def push(self, row: Sequence[float]) -> list[float]:
         """Take this interval's row; return the row the detector reads for it."""
-        self.rows_.append(list(row))
         if self.window_intervals == 1:
             return list(row)
+        self.rows_.append(list(row))
         out = [_median([r[j] for r in self.rows_]) for j in range(len(row))]
         for k in self.core_index:
             if row[k] != row[k]:  # not measured in this interval: no verdict for it

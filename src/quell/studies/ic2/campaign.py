@@ -47,6 +47,7 @@ from quell.detect.dataset import (
     concat,
     from_run,
 )
+from quell.detect.evaluate import interval_metrics
 from quell.detect.features import DEFAULT_FEATURES, check_features, feature_matrix
 from quell.detect.labels import TRANSIENT_S, Timeline, label_intervals
 from quell.detect.tree import CostMatrix, CostSensitiveTree
@@ -120,15 +121,23 @@ class Campaign:
     path: Path
     scenarios: tuple[tuple[Path, Scenario], ...]
 
-    def make_tree(self) -> CostSensitiveTree:
+    def make_tree(
+        self,
+        cost: CostMatrix | None = None,
+        cost_method: Literal["weights", "expected"] | None = None,
+        max_depth: int | None = None,
+        min_samples_leaf: int | None = None,
+    ) -> CostSensitiveTree:
+        """An unfitted tree as the spec grows it, but for what is given here."""
+        spec = self.spec
         return CostSensitiveTree(
-            self.spec.features,
-            self.spec.cost.matrix(),
-            self.spec.cost_method,
-            self.spec.max_depth,
-            self.spec.min_samples_leaf,
-            random_state=self.spec.seed,
-            window_intervals=self.spec.window_intervals,
+            spec.features,
+            spec.cost.matrix() if cost is None else cost,
+            spec.cost_method if cost_method is None else cost_method,
+            spec.max_depth if max_depth is None else max_depth,
+            spec.min_samples_leaf if min_samples_leaf is None else min_samples_leaf,
+            random_state=spec.seed,
+            window_intervals=spec.window_intervals,
         )
 
     def fingerprint(self) -> dict[str, Any]:
@@ -473,21 +482,14 @@ def ablation(
     runs: list[tuple[RunStore, Scenario]],
     states: Literal[2, 5] = 5,
 ) -> list[dict[str, Any]]:
-    """Trees grown on the campaign's last-phase data with each cost of ``ABLATION``, scored on
-    each recorded run (``score_run``): one row per (run, cost, method)."""
+    """Trees grown on the data the final tree learned from (``final_data``) with each cost of
+    ``ABLATION``, scored on each recorded run (``score_run``): one row per (run, cost,
+    method)."""
     data = final_data(campaign, out)
     spec = campaign.spec
     rows = []
     for label, cost, method in ABLATION:
-        tree = CostSensitiveTree(
-            spec.features,
-            cost,
-            method,
-            spec.max_depth,
-            spec.min_samples_leaf,
-            random_state=spec.seed,
-            window_intervals=spec.window_intervals,
-        ).fit(data.x, data.y)
+        tree = campaign.make_tree(cost, method).fit(data.x, data.y)
         for store, scenario in runs:
             result = score_run(store, scenario, tree, states, spec.transient_s)
             result.pop("instances")
@@ -540,23 +542,15 @@ def tree_sizes(
             precision: list[float] = []
             for k, test in enumerate(runs):
                 train = concat([r for j, r in enumerate(runs) if j != k])
-                tree = CostSensitiveTree(
-                    spec.features,
-                    spec.cost.matrix(),
-                    spec.cost_method,
-                    depth,
-                    leaf,
-                    random_state=spec.seed,
-                    window_intervals=spec.window_intervals,
-                ).fit(train.x, train.y)
-                pred = tree.predict(test.x)
+                tree = campaign.make_tree(max_depth=depth, min_samples_leaf=leaf)
+                pred = tree.fit(train.x, train.y).predict(test.x)
                 ok = pred >= 0
                 costs.append(float(cost[test.y[ok], pred[ok]].mean()) if ok.any() else 0.0)
-                m = score(test.y, pred, [], 5)
+                m = interval_metrics(test.y, pred)
                 if m["recall"] is not None:
-                    recall.append(float(m["recall"]))  # type: ignore[arg-type]
+                    recall.append(float(m["recall"]))
                 if m["precision"] is not None:
-                    precision.append(float(m["precision"]))  # type: ignore[arg-type]
+                    precision.append(float(m["precision"]))
             rows.append(
                 {
                     "max_depth": depth,
