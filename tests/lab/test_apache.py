@@ -4,7 +4,7 @@ nothing; and ``ReconfigureServer`` on it: graceful changes read back as Apache a
 report them, a MaxRequestWorkers Apache would lower refused (and, asked of the actuator
 directly, read back as what Apache lowered it to), a refused configuration and a php-fpm that
 does not come back rolled back with the service still answering, MaxRequestWorkers online as
-HAProxy's maxconn. The bring-up runs the event MPM, the reconfigurations the worker MPM (a
+HAProxy's maxconn and php-fpm's pool online by its reload alone. The bring-up runs the event MPM, the reconfigurations the worker MPM (a
 thread per connection, kept-alive ones included)."""
 
 from __future__ import annotations
@@ -265,7 +265,7 @@ def test_a_php_fpm_that_does_not_come_back_is_rolled_back_and_the_pages_answer(
     assert step(shared).extra[PHP] == 3.0
 
 
-def test_max_request_workers_online_is_haproxy_s_maxconn_up_to_what_apache_runs(
+def test_online_max_request_workers_is_haproxy_s_maxconn_and_php_children_a_php_fpm_reload(
     shared: LabEnvironment,
 ) -> None:
     apache = apache_of(shared)
@@ -278,6 +278,20 @@ def test_max_request_workers_online_is_haproxy_s_maxconn_up_to_what_apache_runs(
     slim = {s.server: s.slim for s in rt.show_stat() if s.backend == BACKEND}
     assert slim["web"] == 5
     assert apache.paths.httpd_conf.read_text() == conf  # Apache itself untouched
+    # php-fpm's pool online: php-fpm reloads, Apache (its parent and children) does not restart
+    parent = apache.procs["apache"].pid
+    children = set(read_children(parent))
+    master = apache.procs["php-fpm"].pid
+    shared.apply(
+        [ReconfigureServer("web", {"max_request_workers": 8, "php_max_children": 4}, False)]
+    )
+    assert len(read_children(master)) == 4
+    assert set(read_children(parent)) == children and apache.procs["apache"].pid == parent
+    assert apache.paths.httpd_conf.read_text() == conf
+    obs = step(shared)
+    assert (obs.extra[MRW], obs.extra[PHP], obs.extra["lb_maxconn"]) == (8.0, 4.0, 8.0)
+    shared.apply([ReconfigureServer("web", {"php_max_children": 3}, graceful=False)])
+    assert len(read_children(master)) == 3
     for settings, why in [
         ({"keepalive_timeout_s": 9}, "cannot change online"),
         ({"max_request_workers": 13}, "online it can only go as high as the 12 Apache runs"),

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from quell.actuate.apache import online_workers_after
+from quell.actuate.apache import OnlineChange, online_change
 from quell.errors import InputError
 from quell.lab.apache import (
     ApachePaths,
@@ -150,19 +150,25 @@ def test_a_graceful_change_is_checked_against_everything_an_instance_allows() ->
     assert problems(caught) == ["settings.php_max_children: 1000 is over the lab's 512"]
 
 
-def test_online_only_max_request_workers_changes_and_only_up_to_what_apache_runs() -> None:
-    assert online_workers_after({"max_request_workers": 13}, ceiling=24) == 13  # any number
+def test_online_workers_go_to_the_balancer_and_php_children_to_a_php_fpm_reload() -> None:
+    assert online_change({"max_request_workers": 13}, ceiling=24) == OnlineChange(13, {})
+    assert online_change({"php_max_children": 64}, ceiling=24) == OnlineChange(
+        None, {"php_max_children": 64}
+    )
+    assert online_change({"max_request_workers": 24, "php_max_children": 4}, ceiling=24) == (
+        OnlineChange(24, {"php_max_children": 4})
+    )
     with pytest.raises(InputError) as caught:
-        online_workers_after(
-            {"max_request_workers": 30, "keepalive_timeout_s": 9, "php_max_children": 8},
+        online_change(
+            {"max_request_workers": 30, "keepalive_timeout_s": 9, "php_max_children": 8.5},
             ceiling=24,
         )
     assert problems(caught) == [
-        "graceful: keepalive_timeout_s, php_max_children cannot change online: Apache reads "
-        "KeepAliveTimeout only when it restarts its children, php-fpm its pool size only when "
-        "it reloads; send them with graceful=True",
+        "settings.php_max_children: 8.5 is not a whole number",
+        "graceful: keepalive_timeout_s cannot change online: Apache reads KeepAliveTimeout only "
+        "when it restarts its children; send it with graceful=True",
         "settings.max_request_workers: 30 is not in 1..24: online it can only go as high as "
         "the 24 Apache runs (raise that with graceful=True)",
     ]
     with pytest.raises(InputError, match="nothing to change online"):
-        online_workers_after({}, ceiling=24)
+        online_change({}, ceiling=24)

@@ -162,7 +162,8 @@ def test_the_live_environment_keeps_the_contract(stack: Stack) -> None:
         step_s=1.2,  # Prometheus scrapes every 0.5 s: a cap shows within a step
         wait_s=4.0,
         not_repeatable=NOT_REPEATABLE,
-        reconfigure=("a", {"max_request_workers": 4}),  # online: HAProxy's maxconn
+        # online: HAProxy's maxconn, and php-fpm reloaded alone through a's agent
+        reconfigure=("a", {"max_request_workers": 4, "php_max_children": 2}),
         reconfigure_graceful={  # through a's agent: its Apache and php-fpm files, reloaded
             "max_request_workers": 4,
             "keepalive_timeout_s": 3,

@@ -287,8 +287,13 @@ def test_online_reconfiguration_is_not_graceful() -> None:
 
 def test_online_it_moves_only_what_can_change_online() -> None:
     # the same case as Algorithm 1 by hand above (MXC 48, KAT 5.9, PHP 128) but online: by
-    # default only MaxRequestWorkers, which the lab changes without a restart
+    # default MaxRequestWorkers and PHP, which the lab changes without restarting Apache
     acts = _actions(_run(_policy(graceful=False), [CLEAN] * 4 + [SLOW] * 3))
+    assert acts[0][1] == ReconfigureServer(
+        "i1", {"max_request_workers": 48, "php_max_children": 128}, False
+    )
+    only = _policy(graceful=False, online_settings="max_request_workers")
+    acts = _actions(_run(only, [CLEAN] * 4 + [SLOW] * 3))
     assert acts[0][1] == ReconfigureServer("i1", {"max_request_workers": 48}, False)
     every = "max_request_workers,keepalive_timeout_s,php_max_children"
     acts = _actions(_run(_policy(graceful=False, online_settings=every), [CLEAN] * 4 + [SLOW] * 3))

@@ -198,8 +198,11 @@ def _rewrite(pattern: re.Pattern[str], text: str, value: str) -> str:
 
 
 # -- what a ReconfigureServer may ask ---------------------------------------------------------
-ONLINE_SETTINGS = frozenset({"max_request_workers"})
-"""What ``ReconfigureServer(graceful=False)`` changes: the others need a restart."""
+ONLINE_SETTINGS = frozenset({"max_request_workers", "php_max_children"})
+"""What ``ReconfigureServer(graceful=False)`` changes without restarting Apache: MaxRequestWorkers
+as the balancer's cap for the instance, php-fpm's pool size by a reload of php-fpm alone (the
+paper's httpd-online reloaded php-fpm as well). KeepAliveTimeout needs Apache's children
+restarted."""
 
 
 def setting_problems(changes: Mapping[str, object]) -> list[Problem]:
@@ -218,17 +221,27 @@ def setting_problems(changes: Mapping[str, object]) -> list[Problem]:
     return problems
 
 
-def online_workers_after(changes: Mapping[str, object], ceiling: int) -> int:
-    """The MaxRequestWorkers ``changes`` set online, at most ``ceiling`` (what Apache runs);
-    ``InputError`` lists every problem, settings that cannot change online among them."""
+@dataclass(frozen=True)
+class OnlineChange:
+    """A ``ReconfigureServer(graceful=False)``, split by how each setting is applied."""
+
+    workers: int | None
+    """MaxRequestWorkers as the balancer's cap for the instance (None: left as it is)."""
+    reload: dict[str, int]
+    """What php-fpm takes by a reload of its own, Apache untouched (empty: no reload)."""
+
+
+def online_change(changes: Mapping[str, object], ceiling: int) -> OnlineChange:
+    """What ``changes`` set online: MaxRequestWorkers at most ``ceiling`` (what Apache runs) and
+    php-fpm's pool size; ``InputError`` lists every problem, settings that cannot change online
+    among them."""
     problems = setting_problems(changes)
     if fixed := sorted(set(changes) & set(SERVER_SETTING_KEYS) - ONLINE_SETTINGS):
         problems.append(
             Problem(
                 "graceful",
                 f"{', '.join(fixed)} cannot change online: Apache reads KeepAliveTimeout only "
-                "when it restarts its children, php-fpm its pool size only when it reloads; "
-                "send them with graceful=True",
+                "when it restarts its children; send it with graceful=True",
             )
         )
     workers = changes.get("max_request_workers")
@@ -240,11 +253,15 @@ def online_workers_after(changes: Mapping[str, object], ceiling: int) -> int:
                 f"{ceiling} Apache runs (raise that with graceful=True)",
             )
         )
-    if workers is None and not problems:
+    php = changes.get("php_max_children")
+    if workers is None and php is None and not problems:
         problems.append(Problem("settings", "nothing to change online"))
-    if problems or not isinstance(workers, int):
+    if problems:
         raise InputError("ReconfigureServer", problems)
-    return workers
+    return OnlineChange(
+        workers if isinstance(workers, int) else None,
+        {"php_max_children": php} if isinstance(php, int) else {},
+    )
 
 
 def run_command(argv: Sequence[str], timeout_s: float = 20.0) -> tuple[int, str]:

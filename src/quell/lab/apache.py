@@ -28,13 +28,12 @@ miss the CPU caches as the working set and the neighbours decide.
   graceful restart of Apache and/or a reload of php-fpm (only what changed), read back, rolled
   back on failure (``quell.actuate.apache``).
 * ``graceful=False`` (the paper's "httpd-online", a patched Apache there): stock Apache cannot
-  change a setting without restarting its children, so only ``max_request_workers`` changes
-  online, as HAProxy's ``maxconn`` for the instance (requests beyond it wait in HAProxy's
+  change a setting without restarting its children, so ``max_request_workers`` changes
+  online as HAProxy's ``maxconn`` for the instance (requests beyond it wait in HAProxy's
   queue, none in Apache's) while Apache's own MaxRequestWorkers stays where it is; it may not
-  exceed it. ``keepalive_timeout_s`` and ``php_max_children`` are refused online: Apache reads
-  KeepAliveTimeout only when it (re)starts its children, php-fpm its pool size only when it
-  reloads. ``php_max_children`` alone with ``graceful=True`` reloads php-fpm and leaves Apache
-  alone, which is what the paper's httpd-online did for it."""
+  exceed it. ``php_max_children`` changes by a reload of php-fpm alone, Apache untouched, as
+  the paper's httpd-online changed it. ``keepalive_timeout_s`` is refused online: Apache
+  reads KeepAliveTimeout only when it (re)starts its children."""
 
 from __future__ import annotations
 
@@ -55,7 +54,7 @@ from quell.actuate.apache import (
     Part,
     ServerSettings,
     keepalive_value,
-    online_workers_after,
+    online_change,
     setting_problems,
 )
 from quell.core.observation import SERVER_SETTING_KEYS
@@ -407,8 +406,13 @@ class ApacheInstance:
         ``ComponentError`` for what the servers refused or did not come back from (rolled
         back)."""
         if not graceful:
-            ceiling = self.in_force.max_request_workers
-            self.online_workers = online_workers_after(changes, ceiling)
+            online = online_change(changes, self.in_force.max_request_workers)
+            if online.reload:
+                after = settings_after(self.settings, online.reload)
+                self.server.reconfigure(self.render(after), wanted(after))
+                self.settings = after
+            if online.workers is not None:
+                self.online_workers = online.workers
             return
         after = settings_after(self.settings, changes)
         self.server.reconfigure(self.render(after), wanted(after))

@@ -32,7 +32,7 @@ from typing import Any, Literal
 import httpx
 import numpy as np
 
-from quell.actuate.apache import online_workers_after
+from quell.actuate.apache import online_change
 from quell.actuate.haproxy import HAProxyRuntime
 from quell.core.action import (
     Action,
@@ -522,8 +522,13 @@ class LiveEnvironment:
             raise ComponentError(
                 "ReconfigureServer", f"{m.id}: the MaxRequestWorkers Apache runs is not known yet"
             )
-        workers = online_workers_after(a.settings, int(ceiling))
-        self._set_maxconn(m, maxconn=self.maxconn.get(m.id), online=workers)
+        online = online_change(a.settings, int(ceiling))
+        if online.reload:
+            if self.agents is None:
+                raise InputError("action", [_problem("ReconfigureServer", "no agents configured")])
+            self.server_settings[m.id] = self.agents.reconfigure(m.host, m.server, online.reload)
+        if online.workers is not None:
+            self._set_maxconn(m, maxconn=self.maxconn.get(m.id), online=online.workers)
 
     def _add(self, a: AddInstance) -> None:
         if a.instance_id in self.members and self.members[a.instance_id].state != "free":

@@ -71,12 +71,14 @@ class Ic2Params(BaseModel):
     graceful: bool = True
     """True: reconfigure by a graceful restart (the paper's httpd-basic, ``apachectl -k
     graceful``); False: online, without restarting the workers (its httpd-online)."""
-    online_settings: str = "max_request_workers"
+    online_settings: str = "max_request_workers,php_max_children"
     """With ``graceful`` False, the settings reconfigured, comma-separated (the others stay as
-    they are): what
-    the environment can change without a restart. The lab changes MaxRequestWorkers online (as
-    HAProxy's maxconn) and refuses KeepAliveTimeout and max_children online; the simulator
-    can change all three."""
+    they are): what the environment can change without restarting the web server. The default
+    is what the paper's httpd-online changed without a restart of Apache's children:
+    MaxRequestWorkers, and php-fpm's pool by a reload of php-fpm. The lab changes
+    MaxRequestWorkers online as HAProxy's maxconn and max_children by reloading php-fpm alone,
+    and refuses KeepAliveTimeout online (the paper patched Apache for it); the simulator can
+    change all three."""
     states: Literal[2, 5] = 5
     """The state machine: 5 (NI2/NI1/T/I1/I2, the paper's EC2 one) or 2 (its testbed's)."""
     qos_rt_s: Annotated[float, Field(gt=0)] | None = None
