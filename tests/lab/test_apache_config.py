@@ -4,6 +4,8 @@ that every setting a ``ReconfigureServer`` cannot have is named at once."""
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -19,6 +21,7 @@ from quell.lab.apache import (
     page_source,
     php_fpm_argv,
     php_fpm_config,
+    preload_file,
     settings_after,
     working_set_file,
     write_pages,
@@ -80,6 +83,14 @@ def test_php_fpm_s_pool_is_static_and_a_reload_lets_busy_children_finish(tmp_pat
     assert f"listen = {tmp_path}/i-web/run/php-fpm.sock\n" in text
     argv = php_fpm_argv(paths(tmp_path), [PAGE])
     assert "opcache.memory_consumption=65" in argv and "opcache.validate_timestamps=0" in argv
+    assert not [a for a in argv if a.startswith("opcache.preload")]
+    argv = php_fpm_argv(paths(tmp_path), [PAGE], tmp_path / "ws" / "preload.php")
+    assert argv[-4:] == [
+        "-d",
+        f"opcache.preload={tmp_path}/ws/preload.php",
+        "-d",
+        "opcache.preload_user=www-data",
+    ]
 
 
 @pytest.mark.skipif(shutil.which("apache2") is None, reason="apache2 is not installed")
@@ -120,6 +131,28 @@ def test_a_page_reads_its_working_set_and_answers_its_response_bytes(tmp_path: P
     page = tmp_path / "www" / "app" / "p.php"
     assert page.read_text() == page_source(PAGE, ws)
     done = subprocess.run(["php", str(page)], capture_output=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == b"x" * PAGE.response_bytes
+
+
+@pytest.mark.skipif(shutil.which("php") is None, reason="the PHP command line is not installed")
+def test_the_preload_script_puts_every_working_set_in_opcache(tmp_path: Path) -> None:
+    pages = [PAGE, PAGE.model_copy(update={"path": "/app/q.php", "working_set_bytes": 4096})]
+    write_pages(tmp_path / "www", tmp_path / "ws", pages, seed=3)
+    sets = [str(working_set_file(tmp_path / "ws", k)) for k in range(2)]
+    show = tmp_path / "show.php"
+    show.write_text(
+        "<?php echo json_encode(opcache_get_status(false)['preload_statistics']['scripts']);"
+    )
+    argv = ["php", "-d", "opcache.enable_cli=1", "-d", "opcache.memory_consumption=64"]
+    argv += ["-d", f"opcache.preload={preload_file(tmp_path / 'ws')}"]
+    if os.geteuid() == 0:  # as root PHP wants a user to preload as (the lab: the pool's)
+        argv += ["-d", "opcache.preload_user=root"]
+    done = subprocess.run([*argv, str(show)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert sorted(json.loads(done.stdout)) == sorted([*sets, str(preload_file(tmp_path / "ws"))])
+    page = tmp_path / "www" / "app" / "p.php"
+    done = subprocess.run([*argv, str(page)], capture_output=True, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout == b"x" * PAGE.response_bytes
 

@@ -17,7 +17,7 @@ from quell.actuate.haproxy import HAProxyRuntime
 from quell.errors import ComponentError, QuellError
 from quell.instrument.log import CSV_NAME, read_records, write_records
 from quell.lab import antagonists as ants
-from quell.lab.apache import start_apache, write_pages
+from quell.lab.apache import WORKING_SETS_DIR, start_apache, write_pages
 from quell.lab.balancer import (
     FRONTEND_ADDR,
     FRONTEND_PORT,
@@ -138,7 +138,7 @@ class Testbed:
             assert sched is not None  # sessions are open loop (check_scenario)
             write_video_docroot(self.work / "www", sched.paths, sched.sizes_bytes, s.seed)
         if s.pages:
-            write_pages(self.work / "www", self.work / "php-ws", s.pages, s.seed)
+            write_pages(self.work / "www", self.work / WORKING_SETS_DIR, s.pages, s.seed)
         if s.probe is not None:
             probe_file = FileSpec(path=PROBE_PATH, size_bytes=s.probe.size_bytes)
             write_docroot(self.work / "probe-www", [probe_file], s.seed)
