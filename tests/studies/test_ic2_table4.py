@@ -121,3 +121,24 @@ def test_the_results_page_is_generated_from_its_data(monkeypatch: pytest.MonkeyP
     page = render(Path("docs/results/data/ic2"))
     assert "## Table 4" in page and "## Detection" in page
     assert page == Path("docs/results/ic2.md").read_text()
+
+
+def test_runs_of_one_label_are_repetitions_paired_with_the_baseline_s(tmp_path: Path) -> None:
+    sc = scenario(tmp_path)
+    base = [write_run(tmp_path / f"b{k}", rt, []) for k, rt in enumerate((0.2, 0.4))]
+    mine = [write_run(tmp_path / f"m{k}", rt, [12.0, 23.0]) for k, rt in enumerate((0.15, 0.2))]
+    runs = [("static", base[0]), ("ic2", mine[0]), ("static", base[1]), ("ic2", mine[1])]
+    doc = table4(sc, runs, first_s=4)
+    static, ic2 = doc["rows"]["static"], doc["rows"]["ic2"]
+    assert static["repetitions"] == ic2["repetitions"] == 2
+    assert static["first_rt_s"] == pytest.approx(0.3) and ic2["first_rt_s"] == pytest.approx(0.175)
+    # the reduction of the means, 1 - 0.175 / 0.3; the pairs' own are 25 % and 50 %, whose
+    # standard error is stdev(25, 50) / sqrt(2) = 12.5
+    assert ic2["first_reduction_pct"] == 41.7 and ic2["after_reduction_pct"] == 41.7
+    assert ic2["first_reduction_pct_se"] == 12.5
+    assert "first_reduction_pct_se" not in static
+    assert [r["first_reduction_pct"] for r in ic2["runs"]] == [25.0, 50.0]
+    assert ic2["run_dirs"] == [str(m) for m in mine]
+    # latencies over both runs' periods; reconfigurations per run
+    assert ic2["detect_latency_s"] == 2.0 and ic2["clear_latency_s"] == 3.0
+    assert ic2["reconfigurations"] == 2.0

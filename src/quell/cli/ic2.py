@@ -73,6 +73,13 @@ def _print_rows(title: str, cols: Columns, rows: list[dict[str, Any]]) -> None:
     out_console.print(table)
 
 
+def _cut(pct: float | None, se: float | None) -> str | None:
+    """A reduction in percent, with its standard error over repetitions when there is one."""
+    if pct is None:
+        return None
+    return f"{pct:.1f}" if se is None else f"{pct:.1f} ± {se:.1f}"
+
+
 def _recorded_scenario(store: Any, run_dir: Path) -> dict[str, Any]:
     """The scenario a recorded run ran, as its run store keeps it."""
     from quell.errors import InputError, Problem
@@ -285,7 +292,11 @@ def ic2_sweep(
 @ic2_app.command("table4")
 def ic2_table4(
     run_dirs: Annotated[
-        list[Path], typer.Argument(help="Runs of one scenario; the first is the baseline.")
+        list[Path],
+        typer.Argument(
+            help="Runs of one scenario; the first one's policy is the baseline, runs of one "
+            "policy are repetitions."
+        ),
     ],
     first_s: Annotated[
         float, typer.Option("--first-s", help="The first part of each period, in seconds.")
@@ -296,7 +307,9 @@ def ic2_table4(
     graceful, ic2 online...): the interfered instances' mean response time in the first
     --first-s seconds of each antagonist period and after, the reduction against the first
     run, and when the policy reconfigured; with request logs, also by send time: the mean
-    over the periods and how many requests waited longer than --first-s or failed."""
+    over the periods and how many requests waited longer than --first-s or failed. Runs of the
+    same policy (label) are repetitions: their means, and each reduction's standard error over
+    the pairs (the k-th run of a policy against the k-th of the baseline)."""
 
     from quell.cli.console import emit_json
     from quell.errors import InputError, Problem
@@ -310,10 +323,7 @@ def ic2_table4(
         with RunStore.open(d) as store:
             recorded = _recorded_scenario(store, d)
         pol = recorded.get("policy") or {}
-        label = str(pol.get("label") or pol.get("name") or d.name)
-        while label in {lbl for lbl, _ in labelled}:
-            label += "'"
-        labelled.append((label, d))
+        labelled.append((str(pol.get("label") or pol.get("name") or d.name), d))
         scenarios.append({k: v for k, v in recorded.items() if k not in ("policy", "compare")})
     if any(s != scenarios[0] for s in scenarios[1:]):
         raise InputError(
@@ -326,24 +336,31 @@ def ic2_table4(
     doc = table4(scenario, labelled, first_s)
     cols: Columns = [
         ("policy", "policy", "s"),
+        ("runs", "repetitions", "d"),
         (f"first {first_s:g} s ms", "first_rt_s", "ms"),
-        ("cut %", "first_reduction_pct", ".1f"),
+        ("cut %", "first_cut", "s"),
         ("after ms", "after_rt_s", "ms"),
-        ("cut %", "after_reduction_pct", ".1f"),
+        ("cut %", "after_cut", "s"),
         ("clean ms", "clean_rt_s", "ms"),
         ("detect s", "detect_latency_s", ".1f"),
         ("clear s", "clear_latency_s", ".1f"),
-        ("reconf", "reconfigurations", "d"),
+        ("reconf", "reconfigurations", "g"),
     ]
     if all("sent_rt_s" in row for row in doc["rows"].values()):
         # from the request log, by the time each request was sent (quell.studies.ic2.table4)
         cols += [
             ("sent ms", "sent_rt_s", "ms"),
-            ("cut %", "sent_reduction_pct", ".1f"),
+            ("cut %", "sent_cut", "s"),
             (f"> {first_s:g} s", "sent_over_first_s", "d"),
         ]
     title = f"{doc['scenario']}: mean RT of the interfered instances under interference"
-    _print_rows(title, cols, [{"policy": label, **row} for label, row in doc["rows"].items()])
+    rows = [{"policy": label, **row} for label, row in doc["rows"].items()]
+    for row in rows:
+        for part in ("first", "after", "sent"):
+            row[f"{part}_cut"] = _cut(
+                row.get(f"{part}_reduction_pct"), row.get(f"{part}_reduction_pct_se")
+            )
+    _print_rows(title, cols, rows)
     if as_json:
         emit_json(doc)
 

@@ -109,28 +109,37 @@ def _ablation(doc: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _cut(r: dict[str, Any], key: str) -> str:
+    """A reduction, with its standard error over repetitions when the document has one."""
+    se = r.get(f"{key}_se")
+    return _fmt(r.get(key), ".1f") + ("" if se is None else f" ± {se:.1f}")
+
+
 def _table4(doc: dict[str, Any]) -> list[str]:
     first = doc["first_s"]
     sent = all("sent_rt_s" in r for r in doc["rows"].values())
+    reps = any(r.get("repetitions", 1) > 1 for r in doc["rows"].values())
     head = (
-        f"| policy | first {first:g} s ms | cut % | after ms | cut % | clean ms | detect s |"
-        " clear s | reconfigurations |"
+        f"| policy |{' runs |' if reps else ''} first {first:g} s ms | cut % | after ms | cut % |"
+        " clean ms | detect s | clear s | reconfigurations |"
     )
-    rule = "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+    rule = f"| --- |{' ---: |' if reps else ''} ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
     if sent:  # by the time each request was sent (quell.studies.ic2.table4)
         head += f" by send: all ms | cut % | > {first:g} s |"
         rule += " ---: | ---: | ---: |"
     lines = [head, rule]
     for label, r in doc["rows"].items():
+        runs = f" {r.get('repetitions', 1)} |" if reps else ""
         row = (
-            f"| {label} | {_fmt(r['first_rt_s'], 'ms')} | {_fmt(r['first_reduction_pct'], '.1f')}"
-            f" | {_fmt(r['after_rt_s'], 'ms')} | {_fmt(r['after_reduction_pct'], '.1f')}"
+            f"| {label} |{runs}"
+            f" {_fmt(r['first_rt_s'], 'ms')} | {_cut(r, 'first_reduction_pct')}"
+            f" | {_fmt(r['after_rt_s'], 'ms')} | {_cut(r, 'after_reduction_pct')}"
             f" | {_fmt(r['clean_rt_s'], 'ms')} | {_fmt(r['detect_latency_s'], '.1f')}"
-            f" | {_fmt(r['clear_latency_s'], '.1f')} | {r['reconfigurations']} |"
+            f" | {_fmt(r['clear_latency_s'], '.1f')} | {r['reconfigurations']:g} |"
         )
         if sent:
             row += (
-                f" {_fmt(r['sent_rt_s'], 'ms')} | {_fmt(r.get('sent_reduction_pct'), '.1f')}"
+                f" {_fmt(r['sent_rt_s'], 'ms')} | {_cut(r, 'sent_reduction_pct')}"
                 f" | {r['sent_over_first_s']} |"
             )
         lines.append(row)

@@ -18,6 +18,8 @@ in the clean interval where they end.
 
 from __future__ import annotations
 
+import itertools
+import math
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
@@ -154,22 +156,103 @@ def _reduction_pct(base: float | None, mine: float | None) -> float | None:
     return round(100.0 * (base - mine) / base, 1)
 
 
+MEANS = (
+    "first_rt_s",
+    "after_rt_s",
+    "clean_rt_s",
+    "sent_first_rt_s",
+    "sent_after_rt_s",
+    "sent_rt_s",
+    "sent_clean_rt_s",
+)
+"""A label's figures over its repetitions: the mean of the runs' own."""
+SUMS = ("sent_requests", "sent_over_first_s")
+"""...and these counted over all of them."""
+REDUCTIONS = (
+    ("first_reduction_pct", "first_rt_s"),
+    ("after_reduction_pct", "after_rt_s"),
+    ("sent_reduction_pct", "sent_rt_s"),
+)
+
+
+def _over_runs(each: list[dict[str, Any]], duration_s: float) -> dict[str, Any]:
+    """One label's row from its runs' ``period_rt``: the means of the runs' figures (a run
+    without one left out), the counts summed, the median latencies over every period (a
+    clearing only where the period ended before the run), and the reconfigurations per run."""
+    row: dict[str, Any] = {"first_s": each[0]["first_s"]}
+    for key in MEANS:
+        values = [r[key] for r in each if r.get(key) is not None]
+        if any(key in r for r in each):
+            row[key] = statistics.fmean(values) if values else None
+    for key in SUMS:
+        if any(key in r for r in each):
+            row[key] = sum(r.get(key, 0) for r in each)
+    periods = [p for r in each for p in r["periods"]]
+    detect = [p["detect_s"] for p in periods if p["detect_s"] is not None]
+    clear = [p["clear_s"] for p in periods if p["clear_s"] is not None and p["stop_s"] < duration_s]
+    row["detect_latency_s"] = statistics.median(detect) if detect else None
+    row["clear_latency_s"] = statistics.median(clear) if clear else None
+    row["reconfigurations"] = round(statistics.fmean(r["reconfigurations"] for r in each), 1)
+    row["periods"] = periods
+    return row
+
+
 def table4(
     scenario: Scenario, runs: Sequence[tuple[str, Path]], first_s: float = FIRST_S
 ) -> dict[str, Any]:
-    """``period_rt`` of each (label, run directory), the first the baseline, with each
-    other's reduction of the first-half and second-half response time against it."""
-    rows: dict[str, dict[str, Any]] = {}
+    """``period_rt`` of each (label, run directory), the first label the baseline, with each
+    label's reduction of the first-half and second-half response time against it.
+
+    Runs with the same label are repetitions: the label's figures are the means over its runs
+    (``repetitions`` of them), each reduction that of those means. With two or more runs of a
+    label and of the baseline, the k-th run of each is a pair (run them interleaved, as ``quell
+    lab compare`` run again does): ``<reduction>_se`` is the standard error of the pairs' own
+    reductions, and ``runs`` gives each run's figures."""
+    groups: dict[str, list[Path]] = {}
     for label, run_dir in runs:
-        with RunStore.open(run_dir) as store:
-            rows[label] = {"run_dir": str(run_dir), **period_rt(store, scenario, first_s)}
-    base = rows[runs[0][0]]
-    for r in rows.values():
-        r["first_reduction_pct"] = _reduction_pct(base["first_rt_s"], r["first_rt_s"])
-        r["after_reduction_pct"] = _reduction_pct(base["after_rt_s"], r["after_rt_s"])
-        if "sent_rt_s" in r and "sent_rt_s" in base:
-            r["sent_reduction_pct"] = _reduction_pct(base["sent_rt_s"], r["sent_rt_s"])
-    return {"scenario": scenario.name, "baseline": runs[0][0], "first_s": first_s, "rows": rows}
+        groups.setdefault(label, []).append(run_dir)
+    each: dict[str, list[dict[str, Any]]] = {}
+    for label, dirs in groups.items():
+        each[label] = []
+        for run_dir in dirs:
+            with RunStore.open(run_dir) as store:
+                each[label].append({"run_dir": str(run_dir), **period_rt(store, scenario, first_s)})
+    baseline = runs[0][0]
+    rows: dict[str, dict[str, Any]] = {}
+    for label, mine in each.items():
+        if len(mine) == 1:
+            row = dict(mine[0])
+        else:
+            row = {
+                "run_dirs": [r["run_dir"] for r in mine],
+                **_over_runs(mine, scenario.duration_s),
+            }
+        row["repetitions"] = len(mine)
+        rows[label] = row
+    base, base_runs = rows[baseline], each[baseline]
+    for label, r in rows.items():
+        pairs = list(zip(base_runs, each[label], strict=False))
+        for out, key in REDUCTIONS:
+            if key not in r or key not in base:
+                continue
+            r[out] = _reduction_pct(base[key], r[key])
+            cuts = [_reduction_pct(b.get(key), m.get(key)) for b, m in pairs]
+            cuts_known = [c for c in cuts if c is not None]
+            if len(cuts_known) >= 2 and label != baseline:
+                se = statistics.stdev(cuts_known) / math.sqrt(len(cuts_known))
+                r[f"{out}_se"] = round(se, 1)
+        if len(each[label]) > 1:
+            r["runs"] = [
+                {k: v for k, v in m.items() if k != "periods"}
+                | {
+                    out: _reduction_pct(b.get(key), m.get(key))
+                    for out, key in REDUCTIONS
+                    if key in m and b is not None
+                }
+                for b, m in itertools.zip_longest(base_runs, each[label])
+                if m is not None
+            ]
+    return {"scenario": scenario.name, "baseline": baseline, "first_s": first_s, "rows": rows}
 
 
 __all__ = ["FIRST_S", "period_rt", "sent_rt", "table4"]
