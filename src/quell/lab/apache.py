@@ -17,8 +17,9 @@ for good; at MaxRequestWorkers all 12 reached it, within 2.5 s. Both log to thei
 A PHP page reads ``touches`` bytes at random in a working set of ``working_set_bytes``, then
 answers ``response_bytes``. PHP-FPM keeps nothing of a request for the next (a ``static`` is
 reset with every request), so the working set is a string literal in a generated PHP file
-that OPcache compiles once, on the first request after php-fpm starts or reloads, into the
-shared memory its workers inherit; the page includes it (no copy) on every request. Its reads
+that php-fpm's master compiles into OPcache once as it starts or reloads (``opcache.preload``,
+before it forks the pool), into the shared memory its workers inherit; the page includes it
+(no copy) on every request. Its reads
 miss the CPU caches as the working set and the neighbours decide.
 
 ``ReconfigureServer`` (settings ``max_request_workers``, ``keepalive_timeout_s``,
