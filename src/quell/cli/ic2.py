@@ -73,13 +73,6 @@ def _print_rows(title: str, cols: Columns, rows: list[dict[str, Any]]) -> None:
     out_console.print(table)
 
 
-def _cut(pct: float | None, se: float | None) -> str | None:
-    """A reduction in percent, with its standard error over repetitions when there is one."""
-    if pct is None:
-        return None
-    return f"{pct:.1f}" if se is None else f"{pct:.1f} ± {se:.1f}"
-
-
 def _recorded_scenario(store: Any, run_dir: Path) -> dict[str, Any]:
     """The scenario a recorded run ran, as its run store keeps it."""
     from quell.errors import InputError, Problem
@@ -313,6 +306,7 @@ def ic2_table4(
 
     from quell.cli.console import emit_json
     from quell.errors import InputError, Problem
+    from quell.report.ic2_results import reduction_text
     from quell.scenario.model import Scenario
     from quell.store.run import RunStore
     from quell.studies.ic2.table4 import table4
@@ -357,7 +351,7 @@ def ic2_table4(
     rows = [{"policy": label, **row} for label, row in doc["rows"].items()]
     for row in rows:
         for part in ("first", "after", "sent"):
-            row[f"{part}_cut"] = _cut(
+            row[f"{part}_cut"] = reduction_text(
                 row.get(f"{part}_reduction_pct"), row.get(f"{part}_reduction_pct_se")
             )
     _print_rows(title, cols, rows)

@@ -109,10 +109,16 @@ def _ablation(doc: dict[str, Any]) -> list[str]:
     return lines
 
 
+def reduction_text(pct: float | None, se: float | None) -> str | None:
+    """A reduction in percent, with its standard error over repetitions when there is one
+    (``quell.studies.ic2.table4``); None when there is no reduction."""
+    if pct is None:
+        return None
+    return f"{pct:.1f}" if se is None else f"{pct:.1f} ± {se:.1f}"
+
+
 def _cut(r: dict[str, Any], key: str) -> str:
-    """A reduction, with its standard error over repetitions when the document has one."""
-    se = r.get(f"{key}_se")
-    return _fmt(r.get(key), ".1f") + ("" if se is None else f" ± {se:.1f}")
+    return reduction_text(r.get(key), r.get(f"{key}_se")) or "—"
 
 
 def _table4(doc: dict[str, Any]) -> list[str]:

@@ -18,7 +18,6 @@ in the clean interval where they end.
 
 from __future__ import annotations
 
-import itertools
 import math
 import statistics
 from collections.abc import Sequence
@@ -231,26 +230,23 @@ def table4(
         rows[label] = row
     base, base_runs = rows[baseline], each[baseline]
     for label, r in rows.items():
-        pairs = list(zip(base_runs, each[label], strict=False))
+        # each run's own cuts against the baseline's run of the same rank, where there is one
+        paired = [
+            {out: _reduction_pct(b.get(key), m.get(key)) for out, key in REDUCTIONS if key in m}
+            for b, m in zip(base_runs, each[label], strict=False)
+        ]
         for out, key in REDUCTIONS:
             if key not in r or key not in base:
                 continue
             r[out] = _reduction_pct(base[key], r[key])
-            cuts = [_reduction_pct(b.get(key), m.get(key)) for b, m in pairs]
-            cuts_known = [c for c in cuts if c is not None]
-            if len(cuts_known) >= 2 and label != baseline:
-                se = statistics.stdev(cuts_known) / math.sqrt(len(cuts_known))
-                r[f"{out}_se"] = round(se, 1)
+            cuts = [c for c in (p.get(out) for p in paired) if c is not None]
+            if len(cuts) >= 2 and label != baseline:
+                r[f"{out}_se"] = round(statistics.stdev(cuts) / math.sqrt(len(cuts)), 1)
         if len(each[label]) > 1:
             r["runs"] = [
                 {k: v for k, v in m.items() if k != "periods"}
-                | {
-                    out: _reduction_pct(b.get(key), m.get(key))
-                    for out, key in REDUCTIONS
-                    if key in m and b is not None
-                }
-                for b, m in itertools.zip_longest(base_runs, each[label])
-                if m is not None
+                | (paired[k] if k < len(paired) else {})
+                for k, m in enumerate(each[label])
             ]
     return {"scenario": scenario.name, "baseline": baseline, "first_s": first_s, "rows": rows}
 
