@@ -17,8 +17,11 @@ from quell.studies.ic2.table4 import period_rt, table4
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def scenario(tmp: Path):  # type: ignore[no-untyped-def]
+def scenario(tmp: Path, one_instance: bool = False):  # type: ignore[no-untyped-def]
     doc = yaml.safe_load((ROOT / "scenarios" / "interference-smoke.yaml").read_text())
+    if one_instance:  # i2 alone, on the antagonist's host
+        doc["instances"] = [i for i in doc["instances"] if i["id"] == "i2"]
+        doc["hosts"] = [h for h in doc["hosts"] if h["id"] == "h2"]
     doc.update(
         duration_s=40,
         events=[
@@ -112,6 +115,49 @@ def test_by_send_time_each_request_counts_whole_where_it_was_sent(tmp_path: Path
     assert r["sent_clean_rt_s"] == pytest.approx((0.01 + 0.02 + 0.01) / 3)
     assert r["sent_requests"] == 4 and r["sent_over_first_s"] == 2  # 90 s, and the failure
     assert r["first_rt_s"] == pytest.approx(0.2)  # the intervals' figures as before
+    # what users waited: the timed-out request (sent at 18 s, in the rest) at the timeout
+    timeout = sc.workload.timeout_s
+    assert r["sent_first_waited_s"] == pytest.approx((0.3 + 90.0) / 2)
+    assert r["sent_after_waited_s"] == pytest.approx((0.2 + timeout) / 2)
+    assert r["sent_waited_s"] == pytest.approx((0.3 + 90.0 + 0.2 + timeout) / 4)
+    assert r["sent_failed"] == 1
+
+
+def test_failing_requests_do_not_make_a_policy_faster(tmp_path: Path) -> None:
+    """A run that answers its fast requests as fast but lets one user time out: faster by the
+    answered requests' mean, slower by what users waited."""
+    sc = scenario(tmp_path)
+    timeout = sc.workload.timeout_s
+    runs = []
+    for name, last in (
+        ("base", RequestRecord(17.0, 0.6, 200, 100, "i2")),
+        ("worse", RequestRecord(17.0, None, 0, 0, "i2", "timeout")),
+    ):
+        run = write_run(tmp_path / name, 0.2, [])
+        with RunStore.create(run) as store:
+            store.add_requests([RequestRecord(16.0, 0.2, 200, 100, "i2"), last])
+            store.commit()
+        runs.append((name, run))
+    row = table4(sc, runs, first_s=4)["rows"]["worse"]
+    assert row["sent_reduction_pct"] == pytest.approx(100 * (0.4 - 0.2) / 0.4, abs=0.05)
+    waited = (0.2 + timeout) / 2
+    assert row["after_waited_reduction_pct"] == pytest.approx(100 * (0.4 - waited) / 0.4, abs=0.05)
+    assert row["after_waited_reduction_pct"] < 0 and row["sent_failed"] == 1
+
+
+def test_a_timeout_without_a_server_is_the_only_instances(tmp_path: Path) -> None:
+    """The load generator's timeout names no server: with one instance it was that one's, with
+    two it cannot be told whose and is left out."""
+    unnamed = RequestRecord(17.0, None, 0, 0, "", "timeout")
+    for one, failed in ((True, 1), (False, 0)):
+        sc = scenario(tmp_path, one_instance=one)
+        run = write_run(tmp_path / f"one-{one}", 0.2, [])
+        with RunStore.create(run) as store:
+            store.add_requests([RequestRecord(16.0, 0.2, 200, 100, "i2"), unnamed])
+            store.commit()
+        with RunStore.open(run) as store:
+            r = period_rt(store, sc, first_s=4)
+        assert r["sent_failed"] == failed and r["sent_requests"] == 1 + failed
 
 
 def test_the_results_page_is_generated_from_its_data(monkeypatch: pytest.MonkeyPatch) -> None:

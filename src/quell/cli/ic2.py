@@ -300,7 +300,8 @@ def ic2_table4(
     graceful, ic2 online...): the interfered instances' mean response time in the first
     --first-s seconds of each antagonist period and after, the reduction against the first
     run, and when the policy reconfigured; with request logs, also by send time: the mean
-    over the periods and how many requests waited longer than --first-s or failed. Runs of the
+    over the periods and how many requests waited longer than --first-s or failed, and the means
+    of what users waited with a failed request at the workload's timeout. Runs of the
     same policy (label) are repetitions: their means, and each reduction's standard error over
     the pairs (the k-th run of a policy against the k-th of the baseline)."""
 
@@ -347,10 +348,19 @@ def ic2_table4(
             ("cut %", "sent_cut", "s"),
             (f"> {first_s:g} s", "sent_over_first_s", "d"),
         ]
+    if all("sent_waited_s" in row for row in doc["rows"].values()):
+        # every request sent, one without an answer at the workload's timeout
+        cols += [
+            (f"waited first {first_s:g} s ms", "sent_first_waited_s", "ms"),
+            ("cut %", "first_waited_cut", "s"),
+            ("waited after ms", "sent_after_waited_s", "ms"),
+            ("cut %", "after_waited_cut", "s"),
+            ("failed", "sent_failed", "d"),
+        ]
     title = f"{doc['scenario']}: mean RT of the interfered instances under interference"
     rows = [{"policy": label, **row} for label, row in doc["rows"].items()]
     for row in rows:
-        for part in ("first", "after", "sent"):
+        for part in ("first", "after", "sent", "first_waited", "after_waited"):
             row[f"{part}_cut"] = reduction_text(
                 row.get(f"{part}_reduction_pct"), row.get(f"{part}_reduction_pct_se")
             )

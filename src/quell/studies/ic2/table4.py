@@ -14,6 +14,12 @@ whole response time however long it waited, and how many of those sent during in
 waited longer than ``first_s`` or failed: a configuration that leaves some users without a
 worker until the interference ends shows there, while the interval figures book those waits
 in the clean interval where they end.
+
+Both kinds of mean count answered requests only, so a configuration that makes users give up
+(the load generator's timeout) looks faster for it. The ``*_waited_s`` means count every
+request sent, a request without an answer at what its user waited for it: the workload's
+timeout (``workload.timeout_s``; the lab's users log a timeout without a latency), or the
+latency of an error answer. Those are the figures a policy cannot improve by failing requests.
 """
 
 from __future__ import annotations
@@ -48,16 +54,21 @@ def sent_rt(store: RunStore, scenario: Scenario, first_s: float = FIRST_S) -> di
     the mean response time of those answered, sent in the first ``first_s`` of an antagonist
     period, after it, in all of it, and outside the periods more than ``first_s`` after one
     ended; how many were sent during the periods, and of them how many waited longer than
-    ``first_s`` or failed (a failure the log gives the instance as ``server``). Empty without a
-    request log."""
+    ``first_s`` or failed (a failure the log gives the instance as ``server``, or any failure
+    without a server when the scenario has one instance); and the means of what users waited.
+    Empty without a request log."""
     if not store.request_count():
         return {}
     req = store.request_arrays()
     server = req["server"].astype(str)
+    timeout_s = scenario.workload.timeout_s
+    # a request that got no answer names no server; with one instance it was that one's
+    unnamed = server == "" if len(scenario.instances) == 1 else np.zeros(server.size, bool)
     first, rest, clean = [], [], []
-    during, over = 0, 0
+    first_waited, rest_waited = [], []
+    during, over, failed = 0, 0, 0
     for iid, timeline in interfered_instances(scenario).items():
-        mine = server == iid
+        mine = (server == iid) | unnamed
         send, rt = req["send_s"][mine], req["latency_s"][mine]
         ok = np.isfinite(rt) & (req["status"][mine] >= 200) & (req["status"][mine] < 400)
         in_first = np.zeros(send.size, dtype=bool)
@@ -70,11 +81,20 @@ def sent_rt(store: RunStore, scenario: Scenario, first_s: float = FIRST_S) -> di
         first.append(rt[in_first & ok])
         rest.append(rt[in_rest & ok])
         clean.append(rt[settled & ok])
+        waited = np.where(np.isfinite(rt), rt, timeout_s)
+        first_waited.append(waited[in_first])
+        rest_waited.append(waited[in_rest])
         sent = in_first | in_rest
         during += int(sent.sum())
         over += int((sent & (~ok | (np.where(ok, rt, 0.0) > first_s))).sum())
+        failed += int((sent & ~ok).sum())
     f, r = np.concatenate(first), np.concatenate(rest)
+    fw, rw = np.concatenate(first_waited), np.concatenate(rest_waited)
     return {
+        "sent_first_waited_s": _mean(fw),
+        "sent_after_waited_s": _mean(rw),
+        "sent_waited_s": _mean(np.concatenate([fw, rw])),
+        "sent_failed": failed,
         "sent_first_rt_s": _mean(f),
         "sent_after_rt_s": _mean(r),
         "sent_rt_s": _mean(np.concatenate([f, r])),
@@ -163,14 +183,20 @@ MEANS = (
     "sent_after_rt_s",
     "sent_rt_s",
     "sent_clean_rt_s",
+    "sent_first_waited_s",
+    "sent_after_waited_s",
+    "sent_waited_s",
 )
 """A label's figures over its repetitions: the mean of the runs' own."""
-SUMS = ("sent_requests", "sent_over_first_s")
+SUMS = ("sent_requests", "sent_over_first_s", "sent_failed")
 """...and these counted over all of them."""
 REDUCTIONS = (
     ("first_reduction_pct", "first_rt_s"),
     ("after_reduction_pct", "after_rt_s"),
     ("sent_reduction_pct", "sent_rt_s"),
+    ("first_waited_reduction_pct", "sent_first_waited_s"),
+    ("after_waited_reduction_pct", "sent_after_waited_s"),
+    ("waited_reduction_pct", "sent_waited_s"),
 )
 
 
