@@ -9,7 +9,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from quell.attribute.bundle import ModelMeta, build_model_bundle, load_attribution_model
+from quell.attribute.bundle import (
+    FloorData,
+    ModelMeta,
+    build_model_bundle,
+    load_attribution_model,
+)
 from quell.attribute.calibration import GroupResidual, IntervalCalibration
 from quell.attribute.models import SparseGP
 from quell.errors import InputError
@@ -25,10 +30,13 @@ def saved(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, SparseGP, np.
     gp = SparseGP(n_inducing=15, max_iters=15, seed=2).fit(x, y)
     meta = ModelMeta(created="now", n_train=400, n_inducing=15, max_iters=15, seed=2)
     path = tmp_path_factory.mktemp("bundle") / "model.json"
-    build_model_bundle(gp, FEATURES, ("/a", "/b"), meta, CALIBRATION).save(path)
+    build_model_bundle(gp, FEATURES, ("/a", "/b"), meta, CALIBRATION, FLOOR).save(path)
     return path, gp, x
 
 
+FLOOR = FloorData(
+    method="uncontended-quantile", quantile=0.995, seconds=0.0125, requests=400, runs=["clean"]
+)
 CALIBRATION = IntervalCalibration(
     scale=1.6,
     groups=(GroupResidual("run-a", 200, 0.81, 3.0), GroupResidual("run-b", 200, 0.9, 2.5)),
@@ -44,7 +52,8 @@ def test_a_round_trip_predicts_the_same(saved) -> None:
     np.testing.assert_allclose(b.mean_seconds, a.mean_seconds, rtol=1e-12)
     # the interval as calibrated: the GP's own sd times the calibration's scale
     np.testing.assert_allclose(b.std_seconds, 1.6 * a.std_seconds, rtol=1e-12)
-    assert loaded.data.version == 2
+    assert loaded.data.version == 3
+    assert loaded.floor_seconds == 0.0125 and loaded.data.floor == FLOOR
     cal = loaded.data.calibration
     assert cal is not None and cal.method == "leave-one-group-out" and cal.scale == 1.6
     assert [(g.group, g.n) for g in cal.groups] == [("run-a", 200), ("run-b", 200)]
@@ -57,6 +66,7 @@ def test_a_version_1_file_is_read_with_its_old_meaning(saved, tmp_path: Path) ->
     def to_v1(d: dict[str, Any]) -> None:
         d["version"] = 1
         del d["calibration"]
+        del d["floor"]
 
     old = load_attribution_model(_edited(saved, tmp_path, to_v1))
     assert old.data.version == 1 and old.data.calibration is None
@@ -67,12 +77,31 @@ def test_a_version_1_file_is_read_with_its_old_meaning(saved, tmp_path: Path) ->
         load_attribution_model(_edited(saved, tmp_path, lambda d: d.update(version=1)))
 
 
+def test_a_version_2_file_has_no_floor(saved, tmp_path: Path) -> None:
+    """Version 2 attributed every positive predicted excess: read with a floor of 0; version 3
+    needs its floor, and a floor of method none is 0."""
+
+    def to_v2(d: dict[str, Any]) -> None:
+        d["version"] = 2
+        del d["floor"]
+
+    old = load_attribution_model(_edited(saved, tmp_path, to_v2))
+    assert old.data.floor is None and old.floor_seconds == 0.0
+    with pytest.raises(InputError, match="floor: missing"):
+        load_attribution_model(_edited(saved, tmp_path, lambda d: d.pop("floor")))
+    with pytest.raises(InputError, match="not part of version 2"):
+        load_attribution_model(_edited(saved, tmp_path, lambda d: d.update(version=2)))
+    with pytest.raises(InputError, match="must be 0 for method none"):
+        load_attribution_model(_edited(saved, tmp_path, lambda d: d["floor"].update(method="none")))
+
+
 def test_without_a_calibration_the_bundle_says_so(saved, tmp_path: Path) -> None:
     _path, gp, _x = saved
     meta = ModelMeta(created="now", n_train=400, n_inducing=15, max_iters=15, seed=2)
     bundle = build_model_bundle(gp, FEATURES, ("/a", "/b"), meta)
     assert bundle.data.calibration is not None
     assert (bundle.data.calibration.method, bundle.data.calibration.scale) == ("none", 1.0)
+    assert bundle.data.floor == FloorData(method="none") and bundle.floor_seconds == 0.0
     with pytest.raises(InputError, match="interval_scale"):
         build_model_bundle(gp.with_interval_scale(2.0), FEATURES, ("/a", "/b"), meta)
 
@@ -95,7 +124,7 @@ def test_foreign_corrupt_missing_and_other_versions_are_refused(saved, tmp_path:
     ):
         with pytest.raises(InputError, match=match):
             load_attribution_model(tmp_path / name)
-    with pytest.raises(InputError, match="version 9; this quell reads 1, 2"):
+    with pytest.raises(InputError, match="version 9; this quell reads 1, 2, 3"):
         load_attribution_model(_edited(saved, tmp_path, lambda d: d.update(version=9)))
 
 

@@ -15,6 +15,7 @@ from quell.attribute.models import (
     Prediction,
     RunQueueBaseline,
     SparseGP,
+    provider_floor_seconds,
     provider_seconds,
     score,
 )
@@ -137,3 +138,22 @@ def test_the_exact_gp_predicts_in_blocks_as_in_one() -> None:
     assert blocks.std_seconds is not None and whole.std_seconds is not None
     assert np.allclose(blocks.std_seconds, whole.std_seconds, rtol=0, atol=1e-12)
     assert len(gp.predict(xt[:0]).mean_seconds) == 0
+
+
+def test_the_provider_floor_keeps_what_is_above_it_and_drops_the_rest() -> None:
+    """At or below the floor a request has no provider part; above it, the excess as before
+    (held within [0, wall]); the floor is the quantile of the uncontended predictions."""
+    excess = np.array([-0.1, 0.0002, 0.0003, 0.5, 3.0])
+    wall = np.array([1.0, 1.0, 1.0, 1.0, 2.0])
+    np.testing.assert_array_equal(
+        provider_seconds(excess, wall, floor_seconds=0.0003), [0.0, 0.0, 0.0, 0.5, 2.0]
+    )
+    np.testing.assert_array_equal(provider_seconds(excess, wall), [0.0, 0.0002, 0.0003, 0.5, 2.0])
+    # 1000 uncontended predictions 0, 1, …, 999 µs: the 99.5 % quantile by linear interpolation
+    uncontended = np.arange(1000) * 1e-6
+    assert provider_floor_seconds(uncontended, 0.995) == pytest.approx(994.005e-6, rel=1e-12)
+    assert provider_floor_seconds(uncontended - 1.0, 0.995) == 0.0  # never below 0
+    with pytest.raises(InputError, match="floor quantile"):
+        provider_floor_seconds(uncontended, 1.0)
+    with pytest.raises(InputError, match="finite predictions"):
+        provider_floor_seconds(np.array([np.nan]), 0.5)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -118,3 +119,39 @@ def test_the_interval_is_calibrated_on_training_rows_only(monkeypatch: pytest.Mo
     assert std is not None
     width = float(np.mean(2 * 1.959963984540054 * std))
     assert width == pytest.approx(by["sparse_gp"].mean_interval_width_seconds, rel=1e-9)
+
+
+def test_the_provider_floor_is_read_from_the_uncontended_runs_and_applied() -> None:
+    """The bundle's floor is the 99.5 % quantile of the GP's predictions over every request of
+    the uncontended training runs (and of no other); attributing a run gives no provider part at
+    or below it and the prediction above it; without a quantile or an uncontended run, none."""
+    from quell.attribute.apply import attribute
+    from quell.studies.attribution import pipeline
+
+    clean = _run(1, 0, 0)
+    contended = [_run(1, 2, 1), _run(1, 3, 2)]
+    data = pipeline.combine([training_set(clean, contended)])
+    settings = pipeline.FitSettings(
+        n_inducing=15, max_iters=15, exact_points=50, baselines=False, calibrate=False
+    )
+    model = pipeline.fit_attribution(data, settings).model
+    floor = model.data.floor
+    assert floor is not None and floor.method == "uncontended-quantile"
+    assert (floor.quantile, floor.requests, floor.runs) == (0.995, 400, [clean.name])
+    predicted = model.gp.predict(data.features.x[:400]).mean_seconds  # the clean run's rows
+    assert floor.seconds == pytest.approx(np.quantile(predicted, 0.995), rel=1e-12)
+    assert floor.seconds > 0
+    a = attribute(model, contended[0].records)
+    above = a.excess_seconds > floor.seconds
+    assert 0 < above.sum() < len(above)
+    np.testing.assert_array_equal(a.provider_seconds[~above], 0.0)
+    np.testing.assert_allclose(
+        a.provider_seconds[above], np.clip(a.excess_seconds, 0, a.wall_seconds)[above]
+    )
+    np.testing.assert_array_equal(
+        a.provider_seconds_without_floor, np.clip(a.excess_seconds, 0, a.wall_seconds)
+    )
+    none = pipeline.fit_attribution(data, replace(settings, floor_quantile=None)).model
+    assert none.data.floor is not None and none.data.floor.method == "none"
+    no_clean = training_set(clean, contended, include_uncontended=False)
+    assert pipeline.fit_attribution(no_clean, settings).model.floor_seconds == 0.0

@@ -1,6 +1,6 @@
 """A fitted model applied to records: each request's predicted excess with its interval, and
-its latency split into the provider's part (the excess held within [0, wall]) and the
-service's own."""
+its latency split into the provider's part (the excess held within [0, wall], and none where
+it is not above the model's provider floor) and the service's own."""
 
 from __future__ import annotations
 
@@ -30,17 +30,24 @@ class Attribution:
     provider_seconds: FloatArray
 
     @property
+    def provider_seconds_without_floor(self) -> FloatArray:
+        """The provider part as it would be with a floor of 0: every positive prediction."""
+        return provider_seconds(self.excess_seconds, self.wall_seconds)
+
+    @property
     def service_seconds(self) -> FloatArray:
         return np.asarray(self.wall_seconds - self.provider_seconds, dtype=np.float64)
 
     def summary(self) -> dict[str, float | int]:
-        """Quantiles of the latency and of its provider part, the provider share of the total."""
+        """Quantiles of the latency and of its provider part, the provider share of the total
+        latency, and the share of requests with a provider part at all."""
         out: dict[str, float | int] = {"requests": len(self.wall_seconds)}
         for q in (50, 90, 99):
             out[f"p{q}_seconds"] = float(np.percentile(self.wall_seconds, q))
             out[f"provider_p{q}_seconds"] = float(np.percentile(self.provider_seconds, q))
         total = float(self.wall_seconds.sum())
         out["provider_share"] = float(self.provider_seconds.sum()) / total if total > 0 else 0.0
+        out["provider_requests_share"] = float(np.mean(self.provider_seconds > 0))
         return out
 
 
@@ -64,5 +71,5 @@ def attribute(
         excess_seconds=pred.mean_seconds,
         low_seconds=interval[0],
         high_seconds=interval[1],
-        provider_seconds=provider_seconds(pred.mean_seconds, wall),
+        provider_seconds=provider_seconds(pred.mean_seconds, wall, model.floor_seconds),
     )

@@ -9,6 +9,11 @@ foreign file, another version, unknown features, and arrays whose shapes do not 
 Version 2 adds the interval's calibration (``quell.attribute.calibration``: the scale on the
 GP's predictive standard deviation found by leaving training runs out, and how). A version 1
 file is read with its old meaning: the GP's interval as fitted, uncalibrated (scale 1).
+
+Version 3 adds the provider floor (``quell.attribute.models.provider_floor_seconds``: a request
+is attributed a provider part only where its predicted excess lies above what the model predicts
+for nearly every request of the uncontended training runs). Versions 1 and 2 are read with
+their old meaning: a floor of 0, every positive prediction attributed.
 """
 
 from __future__ import annotations
@@ -37,8 +42,8 @@ from quell.core.schema import load_versioned
 from quell.errors import InputError, Problem
 
 FORMAT: Final = "quell.attribute.model"
-VERSION: Final = 2
-READABLE: Final = (1, 2)
+VERSION: Final = 3
+READABLE: Final = (1, 2, 3)
 KNOWN_FEATURES: Final = frozenset(
     BASE_FEATURES
     + EBPF_FEATURES
@@ -104,9 +109,19 @@ class CalibrationData(_JsonModel):
     groups: list[GroupData] = []
 
 
+class FloorData(_JsonModel):
+    method: Literal["uncontended-quantile", "none"]
+    """``none``: no uncontended requests in the training, or not asked for; a floor of 0."""
+    quantile: Annotated[float, Field(gt=0, lt=1)] | None = None
+    seconds: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.0
+    requests: Annotated[int, Field(ge=0)] = 0
+    """The uncontended training requests the quantile was read from."""
+    runs: list[str] = []
+
+
 class ModelData(_JsonModel):
     format: Literal["quell.attribute.model"]
-    version: Literal[1, 2]
+    version: Literal[1, 2, 3]
     meta: ModelMeta
     features: list[str]
     """Non-class features, in the order of the model's first columns."""
@@ -115,6 +130,8 @@ class ModelData(_JsonModel):
     posterior: PosteriorData
     calibration: CalibrationData | None = None
     """Version 2: the interval's calibration (required); version 1 has none (scale 1)."""
+    floor: FloorData | None = None
+    """Version 3: the provider floor (required); versions 1 and 2 have none (a floor of 0)."""
 
 
 @dataclass
@@ -125,6 +142,11 @@ class AttributionModel:
     classes: tuple[str, ...]
     gp: SparseGP
     data: ModelData
+
+    @property
+    def floor_seconds(self) -> float:
+        """Predicted excess at or below this is not attributed to the provider."""
+        return self.data.floor.seconds if self.data.floor is not None else 0.0
 
     def save(self, path: Path) -> None:
         write_json(path, self.data.model_dump(mode="json"))
@@ -140,9 +162,11 @@ def build_model_bundle(
     classes: tuple[str, ...],
     meta: ModelMeta,
     calibration: IntervalCalibration | None = None,
+    floor: FloorData | None = None,
 ) -> AttributionModel:
     """The bundle of a fitted ``gp`` over ``features`` and ``classes``; with ``calibration``,
-    its interval scaled by it (``gp`` itself as fitted, scale 1), else marked uncalibrated."""
+    its interval scaled by it (``gp`` itself as fitted, scale 1), else marked uncalibrated;
+    with ``floor``, its provider floor, else none (0)."""
     p = gp.posterior_
     if p.interval_scale != 1.0 or p.class_interval_scale is not None:
         message = "give the GP as fitted (interval scale 1) and its calibration apart"
@@ -178,6 +202,7 @@ def build_model_bundle(
             linear=[] if p.linear is None else p.linear.tolist(),
         ),
         calibration=cal,
+        floor=floor or FloorData(method="none"),
     )
     return _model(data, "attribution model")
 
@@ -207,6 +232,15 @@ def _model(data: ModelData, source: str) -> AttributionModel:
         problems.append(Problem("calibration", "missing (required from version 2)"))
     if data.version == 1 and data.calibration is not None:
         problems.append(Problem("calibration", "not part of version 1"))
+    if data.version >= 3 and data.floor is None:
+        problems.append(Problem("floor", "missing (required from version 3)"))
+    if data.version < 3 and data.floor is not None:
+        problems.append(Problem("floor", f"not part of version {data.version}"))
+    fl = data.floor
+    if fl is not None and fl.method == "uncontended-quantile" and fl.quantile is None:
+        problems.append(Problem("floor.quantile", "missing for an uncontended-quantile floor"))
+    if fl is not None and fl.method == "none" and fl.seconds != 0:
+        problems.append(Problem("floor.seconds", "must be 0 for method none"))
     cal = data.calibration
     if cal is not None and cal.class_scales:
         unknown = sorted(set(cal.class_scales) - set(data.classes))
@@ -247,6 +281,7 @@ __all__ = [
     "VERSION",
     "AttributionModel",
     "CalibrationData",
+    "FloorData",
     "ModelData",
     "ModelMeta",
     "build_model_bundle",

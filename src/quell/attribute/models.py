@@ -388,7 +388,32 @@ def score(name: str, y: FloatArray, prediction: Prediction, level: float = LEVEL
     )
 
 
-def provider_seconds(excess_seconds: FloatArray, wall_seconds: FloatArray) -> FloatArray:
+def provider_seconds(
+    excess_seconds: FloatArray, wall_seconds: FloatArray, floor_seconds: float = 0.0
+) -> FloatArray:
     """The part of each request's latency attributed to the provider: the predicted excess held
-    within [0, the request's wall time]; the rest is the service's own."""
-    return np.asarray(np.clip(excess_seconds, 0.0, wall_seconds), dtype=np.float64)
+    within [0, the request's wall time], and none where it is not above ``floor_seconds`` (what
+    the model predicts for requests no neighbour delayed, ``provider_floor_seconds``); the rest
+    is the service's own."""
+    part = np.clip(excess_seconds, 0.0, wall_seconds)
+    return np.asarray(np.where(excess_seconds > floor_seconds, part, 0.0), dtype=np.float64)
+
+
+FLOOR_QUANTILE: Final = 0.995
+"""The share of uncontended requests whose predicted excess the provider floor lies above: a
+request is attributed a provider part only when its prediction is beyond what the model
+predicts for all but 0.5 % of the requests no neighbour delayed (an empirical null at half the
+1 % the false-attribution criterion, the p99 of a clean run, allows)."""
+
+
+def provider_floor_seconds(
+    uncontended_excess_seconds: FloatArray, quantile: float = FLOOR_QUANTILE
+) -> float:
+    """The provider floor: the ``quantile`` of the predicted excess over requests of runs with no
+    co-located load (0 where it is not positive)."""
+    if not 0.0 < quantile < 1.0:
+        raise InputError("floor quantile", [Problem("", f"must be in (0, 1), got {quantile}")])
+    pred = np.asarray(uncontended_excess_seconds, dtype=np.float64)
+    if pred.size == 0 or not np.all(np.isfinite(pred)):
+        raise InputError("floor", [Problem("", "needs finite predictions of uncontended requests")])
+    return max(float(np.quantile(pred, quantile)), 0.0)

@@ -111,6 +111,14 @@ def fit_command(
             help="Train on the uncontended run's requests too, with excess 0.",
         ),
     ] = True,
+    floor_quantile: Annotated[
+        float,
+        typer.Option(
+            "--floor-quantile",
+            help="The provider floor: this quantile of the predicted excess of the uncontended"
+            " run's requests (below it no provider part); 0 for none.",
+        ),
+    ] = 0.995,
     as_json: JsonOpt = False,
 ) -> None:
     """Label the contended runs' requests against the uncontended run, fit the sparse GP, score
@@ -123,6 +131,9 @@ def fit_command(
 
     if labels not in ("percentile", "paired"):
         raise InputError("--labels", [Problem("", f"percentile or paired, not {labels!r}")])
+    if not 0.0 <= floor_quantile < 1.0:
+        message = f"0 (no floor) or a quantile below 1, got {floor_quantile}"
+        raise InputError("--floor-quantile", [Problem("", message)])
     base = _run(uncontended)
     runs = [_run(p) for p in contended]
     kind: Literal["percentile", "paired"] = "percentile" if labels == "percentile" else "paired"
@@ -142,7 +153,9 @@ def fit_command(
             classes=data.features.classes,
         )
         held_out.append(("held-out runs", test))
-    settings = FitSettings(inducing, iters, seed, holdout, exact_points, baselines, calibrate)
+    settings = FitSettings(
+        inducing, iters, seed, holdout, exact_points, baselines, calibrate, floor_quantile or None
+    )
     steps = (5 if baselines else 1) + (len(runs) if calibrate and len(runs) >= 2 else 0)
     progress = Progress(
         TextColumn("[bold]{task.description}"),
@@ -177,6 +190,7 @@ def fit_command(
         n = held["scores"][0]["n"] if held["scores"] else 0
         _print_scores(f"{name}: {n} requests", held["scores"], {}, held["acceptance"])
     _print_calibration(doc["calibration"])
+    _print_floor(doc["floor"])
     _print_agreement(result.agreement)
     if as_json:
         emit_json({"model": str(out)} | result.as_dict())
@@ -236,6 +250,19 @@ def _print_calibration(cal: dict[str, Any] | None) -> None:
             f"sparse_gp's interval calibrated by leaving {len(cal['groups'])} runs out in turn"
             f" ({cal['requests']} requests): sd x{cal['scale']:.2f}"
             + (f"; per class {per_class}" if per_class else "")
+        )
+    out_console.print(text, markup=False, highlight=False)
+
+
+def _print_floor(floor: dict[str, Any] | None) -> None:
+    from quell.cli.console import out_console
+
+    if not floor or floor["method"] == "none":
+        text = "provider floor: none (every positive predicted excess is the provider's)"
+    else:
+        text = (
+            f"provider floor: {1e3 * floor['seconds']:.3f} ms, the {100 * floor['quantile']:g} %"
+            f" quantile of the predicted excess of {floor['requests']} uncontended requests"
         )
     out_console.print(text, markup=False, highlight=False)
 

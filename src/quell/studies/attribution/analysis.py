@@ -222,6 +222,9 @@ def _grid(attributed: dict[str, Attribution], runs: dict[str, Run]) -> list[dict
                 "workers": load,
                 "p99_seconds": float(np.percentile(a.wall_seconds, 99)),
                 "provider_p99_seconds": float(np.percentile(a.provider_seconds, 99)),
+                "provider_p99_no_floor_seconds": float(
+                    np.percentile(a.provider_seconds_without_floor, 99)
+                ),
             }
             clean = runs[f"test-clean-w{load}"].records if f"test-clean-w{load}" in runs else None
             if clean is not None:
@@ -315,6 +318,7 @@ def analyse_periodic(
             k: cells[scan][k]
             for k in ("scan_mb", "scan_period_s", "served", "seconds", "tenant_load_pct")
         },
+        "floor_seconds": model.floor_seconds,
         "scans": len(spans),
         "scan_seconds_mean": float(np.mean(spans[:, 1] - spans[:, 0]) / 1e9)
         if len(spans)
@@ -326,6 +330,9 @@ def analyse_periodic(
             "requests": len(a.wall_seconds),
             "p90_seconds": float(np.percentile(a.wall_seconds, 90)),
             "provider_p90_seconds": float(np.percentile(a.provider_seconds, 90)),
+            "provider_p90_no_floor_seconds": float(
+                np.percentile(a.provider_seconds_without_floor, 90)
+            ),
         }
         if name != clean:
             labels = percentile_labels(
@@ -342,6 +349,9 @@ def analyse_periodic(
                 row["p90_during_scans_seconds"] = float(np.percentile(a.wall_seconds[inside], 90))
                 row["provider_p90_during_scans_seconds"] = float(
                     np.percentile(a.provider_seconds[inside], 90)
+                )
+                row["provider_p90_during_scans_no_floor_seconds"] = float(
+                    np.percentile(a.provider_seconds_without_floor[inside], 90)
                 )
         out[name.split("-")[1]] = row
     return out

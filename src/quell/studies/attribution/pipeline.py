@@ -19,7 +19,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from quell.attribute.bundle import AttributionModel, ModelMeta, build_model_bundle
+from quell.attribute.bundle import AttributionModel, FloorData, ModelMeta, build_model_bundle
 from quell.attribute.calibration import IntervalCalibration, calibrate_by_group
 from quell.attribute.features import (
     CLASS_PREFIX,
@@ -30,6 +30,7 @@ from quell.attribute.features import (
 )
 from quell.attribute.labels import compare_labels, paired_labels, percentile_labels
 from quell.attribute.models import (
+    FLOOR_QUANTILE,
     BoostingBaseline,
     ExactGP,
     LinearBaseline,
@@ -37,6 +38,7 @@ from quell.attribute.models import (
     RunQueueBaseline,
     Score,
     SparseGP,
+    provider_floor_seconds,
     score,
 )
 from quell.attribute.records import Records
@@ -169,6 +171,10 @@ class FitSettings:
     """Calibrate the GP's interval by leaving each contended training run (or each group of
     them, ``fit_attribution``'s ``calibration_groups``) out in turn, a scale per request class
     (``quell.attribute.calibration``; needs two groups, else the interval as fitted)."""
+    floor_quantile: float | None = FLOOR_QUANTILE
+    """The provider floor: this quantile of the GP's predicted excess over the uncontended
+    training runs' requests (``quell.attribute.models.provider_floor_seconds``); ``None``:
+    no floor."""
 
 
 @dataclass
@@ -197,6 +203,9 @@ class FitResult:
                 "class_scales": cal.strata,
                 "groups": [vars(g) for g in cal.groups],
             },
+            "floor": None
+            if self.model.data.floor is None
+            else self.model.data.floor.model_dump(mode="json"),
             "n_train": self.n_train,
             "n_test": self.n_test,
             "features": list(self.model.features),
@@ -318,10 +327,31 @@ def fit_attribution(
         n.removeprefix(CLASS_PREFIX) for n in data.features.names if n.startswith(CLASS_PREFIX)
     )
     bundle = build_model_bundle(
-        gp, data.features.names, classes or data.features.classes, meta, calibration
+        gp,
+        data.features.names,
+        classes or data.features.classes,
+        meta,
+        calibration,
+        _floor(gp, data, settings.floor_quantile),
     )
     return FitResult(
         bundle, scores, len(train), len(test), timings, data.agreement, others, calibration
+    )
+
+
+def _floor(gp: SparseGP, data: TrainingSet, quantile: float | None) -> FloorData:
+    """The provider floor read from every request of the uncontended training runs (those the
+    GP was fitted on and those held out alike: the floor describes these runs, not one split)."""
+    rows = np.isin(data.group, list(data.uncontended))
+    if quantile is None or not np.any(rows):
+        return FloorData(method="none")
+    predicted = gp.predict(data.features.x[rows]).mean_seconds
+    return FloorData(
+        method="uncontended-quantile",
+        quantile=quantile,
+        seconds=provider_floor_seconds(predicted, quantile),
+        requests=int(rows.sum()),
+        runs=list(data.uncontended),
     )
 
 
