@@ -314,3 +314,14 @@ def test_build_policy_from_a_scenario_file() -> None:
     p = build_policy(spec, scenario, ROOT)
     assert isinstance(p, ThresholdPolicy) and p.fleet.active == ("i1", "i2")
     assert not p.fleet.can_add()  # both scaling hosts are taken
+
+
+def test_lsf_model_name_too_long_for_the_file_system_is_a_problem_not_a_traceback() -> None:
+    # a 300-character name (600 bytes in UTF-8) makes stat() fail with ENAMETOOLONG
+    params = {"model": "é" * 300, "workload": "file-100k"}
+    ctx = context(probe_period_s=1.0)
+    with pytest.raises(InputError) as err:
+        policy_class("lsf").build(params, ctx)
+    [problem] = err.value.problems
+    assert problem.location == "policy.params.model"
+    assert "File name too long" in problem.message

@@ -226,8 +226,13 @@ class LeastSeverityPolicy(_LeastFirstPolicy):
         problems = []
         if ctx.probe_period_s is None:
             problems.append(Problem("probe", "policy 'lsf' needs the probe; add a probe section"))
-        if not path.is_file():
-            problems.append(Problem("policy.params.model", f"no such file: {path}"))
+        try:
+            missing = not path.is_file()
+        except OSError as exc:  # a name longer than the file system allows, say
+            problems.append(Problem("policy.params.model", f"cannot read {path}: {exc.strerror}"))
+        else:
+            if missing:
+                problems.append(Problem("policy.params.model", f"no such file: {path}"))
         if problems:
             raise InputError(f"policy {cls.name}", problems)
         table = load_bundle(path, p.workload).probe_table
