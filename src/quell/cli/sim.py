@@ -47,6 +47,20 @@ def sim_report(run_dir: RunDirArg) -> None:
     say(f"report written to {out}")
 
 
+@sim_app.command("misses")
+def sim_misses(run_dir: RunDirArg, as_json: JsonOpt = False) -> None:
+    """Where a run's missed instance-intervals fall against its neighbours' arrivals
+    (`service.interference`), at weight 0 or above, and how many of them no policy that decides
+    at interval boundaries could have avoided at the run's loading."""
+    from quell.cli.console import emit_json, out_console
+    from quell.report.misses import print_breakdown, run_miss_breakdown
+
+    name, breakdown = run_miss_breakdown(run_dir)
+    print_breakdown(name, breakdown, out_console)
+    if as_json:
+        emit_json({"scenario": name, "run_dir": str(run_dir), **breakdown.to_dict()})
+
+
 COMPARE_COLUMNS: tuple[tuple[str, str, str], ...] = (
     # (header, key, format)
     ("policy", "policy", "s"),

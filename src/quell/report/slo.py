@@ -87,6 +87,15 @@ def _scaling_actions(store: RunStore) -> list[tuple[float, str, str, str | None]
     return sorted(out, key=lambda x: x[0])
 
 
+def instance_hosts(store: RunStore, scenario: Scenario) -> dict[str, str]:
+    """Each instance's host: the scenario's initial ones and every one the policy added."""
+    host_of = {i.id: i.host for i in scenario.instances}
+    for _, kind, iid, host in _scaling_actions(store):
+        if kind == "AddInstance" and host:
+            host_of[iid] = host
+    return host_of
+
+
 def load_steps(scenario: Scenario) -> list[float]:
     arrival = scenario.workload.arrival
     if getattr(arrival, "process", "") != "schedule" or getattr(arrival, "shape", "") != "steps":

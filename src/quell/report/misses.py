@@ -1,0 +1,281 @@
+"""Where a run's missed instance-intervals fall against its neighbours' arrivals, and how many of
+them no policy that decides at interval boundaries could have avoided at the run's loading.
+
+An instance-interval (instance, (t − Δ, t]) with at least one completed request is *served*; it
+*misses* when its mean response time is above R_th (``target.mean_rt_s``). Each miss is placed
+by the switches of ``service.interference`` on its instance's host (a *arrival* is a rise of the
+neighbours' level there):
+
+* ``arrival``: a neighbour arrived in (t − Δ, t] — no policy can see it before the interval ends
+  (the settled SLO leaves these out, ``quell.report.slo``);
+* ``next``: one arrived in the interval before; ``second``: in the one before that;
+* ``on``: a neighbour was there at t − Δ, having arrived earlier;
+* ``clear``: no neighbour at t − Δ and none arrived since — the load's own scatter, or requests
+  slowed by a neighbour that has left.
+
+and by whether the instance served at weight 0 (only requests sent before its weight went to
+0 completed: they were *stranded*) or above.
+
+**What a policy could not have avoided.** A neighbour that arrives while an instance holds
+requests slows those requests whatever the policy does next: the policy learns of it at the
+interval's end at the earliest, and can then send the instance nothing more, but the requests it
+holds complete in the next interval, behind the neighbour. ``arrivals_served`` counts the
+intervals a neighbour arrived in on an instance serving at a weight above 0,
+``arrivals_in_flight`` those of them at whose end the instance still held a request
+(``extra["oldest_in_flight_seconds"]``, which the simulator reports), and
+``stranded_intervals`` / ``stranded_misses`` the intervals right after an arrival interval that
+the instance served at weight 0, and how many of them missed. A policy that took all load off
+every instance at the first decision after its neighbour arrived would still miss about
+``arrivals_in_flight × stranded_misses / stranded_intervals`` intervals (``stranded_bound``)
+at this run's loading, besides those of the arrival intervals themselves: the most it could
+score is ``settled_ceiling`` over the intervals the settled SLO counts (served ones less the
+arrival intervals), and ``all_ceiling`` over all served ones. These are estimates at the
+run's own loading: a policy that loads each instance less holds fewer requests at an arrival,
+at the price of more instances."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from quell.core.observation import Observation
+from quell.errors import InputError, Problem
+from quell.report.slo import OLDEST_KEY, instance_hosts
+from quell.scenario.model import Scenario
+from quell.scenario.service import ServiceModel
+from quell.sim.service import interference_changes
+from quell.store.run import RunStore
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+SCENARIO_FILE = "scenario.yaml"
+PLACES: tuple[str, ...] = ("arrival", "next", "second", "on", "clear")
+PLACE_TEXT = {
+    "arrival": "the interval a neighbour arrived in",
+    "next": "the next interval",
+    "second": "the one after",
+    "on": "a neighbour there from before",
+    "clear": "no neighbour",
+}
+
+
+@dataclass(frozen=True)
+class MissBreakdown:
+    target_rt_s: float
+    served: int
+    """Instance-intervals with at least one completed request."""
+    misses: int
+    """Of those, the ones whose mean RT is above the target."""
+    by_place: dict[str, tuple[int, int]]
+    """Misses per place (``PLACES``): (served at a weight above 0, at weight 0)."""
+    arrival_served: int
+    """Served instance-intervals a neighbour arrived in (whatever the weight)."""
+    arrivals_served: int
+    arrivals_in_flight: int
+    stranded_intervals: int
+    stranded_misses: int
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def stranded_bound(self) -> float | None:
+        if self.stranded_intervals == 0:
+            return None
+        return self.arrivals_in_flight * self.stranded_misses / self.stranded_intervals
+
+    @property
+    def settled_ceiling(self) -> float | None:
+        bound, counted = self.stranded_bound, self.served - self.arrival_served
+        if bound is None or counted <= 0:
+            return None
+        return 1.0 - bound / counted
+
+    @property
+    def all_ceiling(self) -> float | None:
+        bound = self.stranded_bound
+        if bound is None or self.served == 0:
+            return None
+        return 1.0 - (bound + sum(self.by_place["arrival"])) / self.served
+
+    def to_dict(self) -> dict[str, Any]:
+        def r(x: float | None, nd: int = 6) -> float | None:
+            return None if x is None else round(x, nd)
+
+        return {
+            "target_rt_s": self.target_rt_s,
+            "served": self.served,
+            "misses": self.misses,
+            "by_place": {
+                p: {"weight_above_0": a, "weight_0": z} for p, (a, z) in self.by_place.items()
+            },
+            "arrival_served": self.arrival_served,
+            "arrivals_served": self.arrivals_served,
+            "arrivals_in_flight": self.arrivals_in_flight,
+            "stranded_intervals": self.stranded_intervals,
+            "stranded_misses": self.stranded_misses,
+            "stranded_bound": r(self.stranded_bound, 1),
+            "settled_ceiling": r(self.settled_ceiling),
+            "all_ceiling": r(self.all_ceiling),
+            "notes": self.notes,
+        }
+
+
+def neighbour_arrivals(scenario: Scenario) -> tuple[dict[str, NDArray[np.float64]], dict[str, Any]]:
+    """Per host: the times its ``service.interference`` level rose, and (times, levels) of every
+    switch, to tell whether a neighbour was there at a given time."""
+    svc = scenario.service or ServiceModel()
+    t, h, level = interference_changes(
+        svc.interference, scenario.hosts, scenario.duration_s, scenario.seed
+    )
+    ids = [x.id for x in scenario.hosts]
+    rises: dict[str, list[float]] = {}
+    steps: dict[str, tuple[list[float], list[float]]] = {}
+    for ti, hi, li in zip(t.tolist(), h.tolist(), level.tolist(), strict=True):
+        hid = ids[hi]
+        times, levels = steps.setdefault(hid, ([0.0], [0.0]))
+        if li > levels[-1]:
+            rises.setdefault(hid, []).append(ti)
+        times.append(ti)
+        levels.append(li)
+    arrivals = {k: np.asarray(v, dtype=np.float64) for k, v in rises.items()}
+    timelines = {k: (np.asarray(a), np.asarray(b)) for k, (a, b) in steps.items()}
+    return arrivals, timelines
+
+
+def miss_breakdown(
+    observations: Sequence[Observation],
+    scenario: Scenario,
+    host_of: dict[str, str],
+) -> MissBreakdown:
+    """The breakdown of ``observations`` (a run of ``scenario``, which needs a target);
+    ``host_of``: each instance's host, the initial ones and every one added."""
+    if scenario.target is None:
+        raise ValueError("the breakdown needs target.mean_rt_s")
+    rth = scenario.target.mean_rt_s
+    arrivals, timelines = neighbour_arrivals(scenario)
+    empty = np.empty(0)
+
+    def arrived(host: str, lo: float, hi: float) -> bool:
+        a = arrivals.get(host, empty)
+        return bool(np.searchsorted(a, hi, side="right") > np.searchsorted(a, lo, side="right"))
+
+    def there(host: str, at: float) -> bool:
+        tl = timelines.get(host)
+        if tl is None:
+            return False
+        k = int(np.searchsorted(tl[0], at, side="right")) - 1
+        return bool(tl[1][k] > 0)
+
+    counts = {p: [0, 0] for p in PLACES}
+    served = misses = arrival_served = arrivals_served = in_flight = 0
+    stranded = stranded_missed = 0
+    for o in observations:
+        host = host_of.get(o.instance_id)
+        if host is None:
+            continue
+        t, dt = o.time_s, o.interval_s
+        at_zero = o.weight == 0
+        if o.requests > 0:
+            served += 1
+        if arrived(host, t - dt, t):
+            place = "arrival"
+            if o.requests > 0:
+                arrival_served += 1
+            if not at_zero:
+                arrivals_served += 1
+                in_flight += OLDEST_KEY in o.extra
+        elif arrived(host, t - 2 * dt, t - dt):
+            place = "next"
+            if at_zero and o.requests > 0:
+                stranded += 1
+                stranded_missed += o.mean_rt_seconds is not None and o.mean_rt_seconds > rth
+        elif arrived(host, t - 3 * dt, t - 2 * dt):
+            place = "second"
+        elif there(host, t - dt):
+            place = "on"
+        else:
+            place = "clear"
+        if o.requests > 0 and o.mean_rt_seconds is not None and o.mean_rt_seconds > rth:
+            misses += 1
+            counts[place][1 if at_zero else 0] += 1
+    notes = []
+    if not arrivals:
+        notes.append("the scenario has no service.interference: every miss is 'clear'")
+    return MissBreakdown(
+        target_rt_s=rth,
+        served=served,
+        misses=misses,
+        by_place={p: (a, z) for p, (a, z) in counts.items()},
+        arrival_served=arrival_served,
+        arrivals_served=arrivals_served,
+        arrivals_in_flight=in_flight,
+        stranded_intervals=stranded,
+        stranded_misses=stranded_missed,
+        notes=notes,
+    )
+
+
+def run_miss_breakdown(run_dir: Path) -> tuple[str, MissBreakdown]:
+    """The scenario's name and the breakdown of the run in ``run_dir`` (its ``scenario.yaml``
+    and ``run.db``)."""
+    from quell.scenario import load_scenario
+
+    where = str(run_dir)
+    if not (run_dir / "run.db").is_file() or not (run_dir / SCENARIO_FILE).is_file():
+        raise InputError(
+            where, [Problem("run_dir", "not a run directory (no run.db or scenario.yaml)")]
+        )
+    scenario = load_scenario(run_dir / SCENARIO_FILE)
+    if scenario.target is None:
+        raise InputError(where, [Problem("target.mean_rt_s", "the breakdown needs a target")])
+    store = RunStore.open(run_dir)
+    try:
+        observations = store.observations()
+        hosts = instance_hosts(store, scenario)
+    except sqlite3.DatabaseError as exc:
+        raise InputError(where, [Problem("run.db", f"unreadable run store: {exc}")]) from None
+    finally:
+        store.close()
+    return scenario.name, miss_breakdown(observations, scenario, hosts)
+
+
+def print_breakdown(name: str, b: MissBreakdown, console: Console) -> None:
+    """The breakdown as a table and, where the run says it, what no policy could have avoided."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(
+        title=f"{escape(name)}: {b.misses:,} of {b.served:,} served instance-intervals above "
+        f"R_th ({b.target_rt_s * 1e3:g} ms)",
+        title_justify="left",
+    )
+    for header in ("where the interval fell", "weight > 0", "weight 0", "total"):
+        table.add_column(header, justify="left" if header.startswith("where") else "right")
+    for place in PLACES:
+        above, zero = b.by_place[place]
+        table.add_row(PLACE_TEXT[place], f"{above:,}", f"{zero:,}", f"{above + zero:,}")
+    console.print(table)
+    for note in b.notes:
+        console.print(note, markup=False)
+    if b.arrivals_served and b.stranded_bound is not None:
+        share = b.arrivals_in_flight / b.arrivals_served
+        rate = b.stranded_misses / b.stranded_intervals
+        console.print(
+            f"A neighbour arrived {b.arrivals_served:,} times on an instance serving at a weight "
+            f"above 0 ({b.arrivals_served / b.served:.2%} of served instance-intervals); "
+            f"{b.arrivals_in_flight:,} of those times ({share:.1%}) the instance still held a "
+            f"request at the interval's end. Of the {b.stranded_intervals:,} intervals after an "
+            f"arrival that an instance served at weight 0 (only requests sent before), "
+            f"{b.stranded_misses:,} ({rate:.1%}) missed. A policy that took all load off at the "
+            f"first decision after every arrival would still miss about "
+            f"{b.stranded_bound:,.0f} of them at this loading: at most "
+            f"{b.settled_ceiling:.2%} settled and {b.all_ceiling:.2%} over all "
+            "instance-intervals.",
+            markup=False,
+        )
