@@ -145,3 +145,26 @@ def test_sim_misses_reads_hosts_from_the_run_and_prints_json(tmp_path: Path) -> 
 
 def test_sim_misses_refuses_a_directory_that_is_not_a_run(tmp_path: Path) -> None:
     assert_refused(run_quell("sim", "misses", tmp_path), "not a run directory")
+
+
+def test_an_antagonist_started_at_an_interval_boundary_arrives_in_the_interval_after() -> None:
+    # iperf3 on h1 from the event at 20 s to the one at 60 s; b misses at 30, 40, 60 and 70.
+    data = {k: v for k, v in DATA.items() if k != "service"} | {
+        "antagonists": [{"id": "n", "kind": "iperf3", "host": "h1", "bitrate_mbit": 40}],
+        "events": [{"at_s": 20, "start": ["n"]}, {"at_s": 60, "stop": ["n"]}],
+    }
+    obs = [
+        Observation(time_s=float(t), instance_id="b", interval_s=10.0, requests=4,
+                    mean_rt_seconds=0.2, weight=100)
+        for t in (30, 40, 60, 70)
+    ]  # fmt: skip
+    b = miss_breakdown(obs, parse_scenario(data), {"b": "h1"})
+    # 30: (20, 30] holds the start at 20; 40: the next; 60: there from before (on at 50);
+    # 70: gone at 60, so clear
+    assert b.by_place == {
+        "arrival": (1, 0),
+        "next": (1, 0),
+        "second": (0, 0),
+        "on": (1, 0),
+        "clear": (1, 0),
+    }

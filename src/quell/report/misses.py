@@ -3,10 +3,10 @@ them no policy that decides at interval boundaries could have avoided at the run
 
 An instance-interval (instance, (t − Δ, t]) with at least one completed request is *served*; it
 *misses* when its mean response time is above R_th (``target.mean_rt_s``). Each miss is placed
-by the switches of ``service.interference`` on its instance's host (a *arrival* is a rise of the
-neighbours' level there):
+by the neighbours' arrivals on its instance's host (a rise of its ``service.interference`` level,
+or an event starting an antagonist there):
 
-* ``arrival``: a neighbour arrived in (t − Δ, t] — no policy can see it before the interval ends
+* ``arrival``: a neighbour arrived in [t − Δ, t) — no policy can see it before the interval ends
   (the settled SLO leaves these out, ``quell.report.slo``);
 * ``next``: one arrived in the interval before; ``second``: in the one before that;
 * ``on``: a neighbour was there at t − Δ, having arrived earlier;
@@ -127,22 +127,39 @@ class MissBreakdown:
 
 
 def neighbour_arrivals(scenario: Scenario) -> tuple[dict[str, NDArray[np.float64]], dict[str, Any]]:
-    """Per host: the times its ``service.interference`` level rose, and (times, levels) of every
-    switch, to tell whether a neighbour was there at a given time."""
+    """Per host: the times neighbours arrived (its ``service.interference`` level rose, or an
+    event started an antagonist there), and (times, levels) of every switch, to tell whether a
+    neighbour was there at a given time (a level counts a running antagonist as 1)."""
     svc = scenario.service or ServiceModel()
     t, h, level = interference_changes(
         svc.interference, scenario.hosts, scenario.duration_s, scenario.seed
     )
     ids = [x.id for x in scenario.hosts]
+    # (time, host, change of level): the interference source's bytes/s, or ±1 per antagonist
+    changes: list[tuple[float, str, float]] = []
+    last: dict[str, float] = {}
+    for ti, hi, li in zip(t.tolist(), h.tolist(), level.tolist(), strict=True):
+        changes.append((ti, ids[hi], li - last.get(ids[hi], 0.0)))
+        last[ids[hi]] = li
+    host_of = {a.id: a.host for a in scenario.antagonists}
+    running: set[str] = set()
+    for ev in sorted(scenario.events, key=lambda e: e.at_s):
+        for a in ev.start:
+            if a in host_of and a not in running:
+                running.add(a)
+                changes.append((ev.at_s, host_of[a], 1.0))
+        for a in ev.stop:
+            if a in running:
+                running.discard(a)
+                changes.append((ev.at_s, host_of[a], -1.0))
     rises: dict[str, list[float]] = {}
     steps: dict[str, tuple[list[float], list[float]]] = {}
-    for ti, hi, li in zip(t.tolist(), h.tolist(), level.tolist(), strict=True):
-        hid = ids[hi]
+    for ti, hid, delta in sorted(changes, key=lambda c: c[0]):
         times, levels = steps.setdefault(hid, ([0.0], [0.0]))
-        if li > levels[-1]:
+        if delta > 0:
             rises.setdefault(hid, []).append(ti)
         times.append(ti)
-        levels.append(li)
+        levels.append(levels[-1] + delta)
     arrivals = {k: np.asarray(v, dtype=np.float64) for k, v in rises.items()}
     timelines = {k: (np.asarray(a), np.asarray(b)) for k, (a, b) in steps.items()}
     return arrivals, timelines
@@ -162,15 +179,16 @@ def miss_breakdown(
     empty = np.empty(0)
 
     def arrived(host: str, lo: float, hi: float) -> bool:
+        """Whether a neighbour arrived in [lo, hi): one at an interval's end acts in the next."""
         a = arrivals.get(host, empty)
-        return bool(np.searchsorted(a, hi, side="right") > np.searchsorted(a, lo, side="right"))
+        return bool(np.searchsorted(a, hi, side="left") > np.searchsorted(a, lo, side="left"))
 
     def there(host: str, at: float) -> bool:
         tl = timelines.get(host)
         if tl is None:
             return False
         k = int(np.searchsorted(tl[0], at, side="right")) - 1
-        return bool(tl[1][k] > 0)
+        return bool(tl[1][k] > 1e-9)
 
     counts = {p: [0, 0] for p in PLACES}
     served = misses = arrival_served = arrivals_served = in_flight = 0
@@ -206,7 +224,7 @@ def miss_breakdown(
             counts[place][1 if at_zero else 0] += 1
     notes = []
     if not arrivals:
-        notes.append("the scenario has no service.interference: every miss is 'clear'")
+        notes.append("no neighbour arrives in the scenario: every miss is 'clear'")
     return MissBreakdown(
         target_rt_s=rth,
         served=served,
