@@ -117,11 +117,11 @@ def test_without_neighbours_every_miss_is_clear_and_nothing_is_bounded() -> None
     assert b.notes
 
 
-def write_run(run_dir: Path) -> None:
+def write_run(run_dir: Path, environment: str = "sim") -> None:
     run_dir.mkdir()
     (run_dir / "scenario.yaml").write_text(yaml.safe_dump(DATA))
     store = RunStore.create(run_dir)
-    store.set_meta(scenario="misses", environment="sim", duration_s=100, finished_at=1.0)
+    store.set_meta(scenario="misses", environment=environment, duration_s=100, finished_at=1.0)
     for t in range(10, 101, 10):
         obs = {o.instance_id: o for o in observations() if o.time_s == t}
         store.add_snapshot(Snapshot(float(t), "sim", obs))
@@ -141,6 +141,18 @@ def test_sim_misses_reads_hosts_from_the_run_and_prints_json(tmp_path: Path) -> 
     assert doc["stranded_bound"] == 1.0
     assert "the interval a neighbour arrived in" in out.stdout
     assert "at most 90.00% settled" in out.stdout
+
+
+def test_sim_misses_on_a_lab_run_places_the_misses_and_says_why_there_is_no_ceiling(
+    tmp_path: Path,
+) -> None:
+    write_run(tmp_path / "run", environment="lab")
+    out = run_quell("sim", "misses", tmp_path / "run", "--json")
+    assert out.code == 0, out
+    doc = json.loads(out.stdout.strip().splitlines()[-1])
+    assert doc["misses"] == 5 and doc["arrivals_in_flight"] is None
+    assert doc["settled_ceiling"] is None
+    assert "does not report the requests an instance holds" in out.stdout
 
 
 def test_sim_misses_refuses_a_directory_that_is_not_a_run(tmp_path: Path) -> None:
@@ -168,3 +180,13 @@ def test_an_antagonist_started_at_an_interval_boundary_arrives_in_the_interval_a
         "on": (1, 0),
         "clear": (1, 0),
     }
+
+
+def test_a_run_that_does_not_report_requests_in_flight_gets_no_estimate() -> None:
+    b = miss_breakdown(
+        observations(), parse_scenario(DATA), {"a": "h0", "b": "h1"}, in_flight_reported=False
+    )
+    assert b.by_place["arrival"] == (1, 0)  # placing the misses needs no more than the scenario
+    assert b.arrivals_in_flight is None
+    assert b.stranded_bound is None and b.settled_ceiling is None and b.all_ceiling is None
+    assert any("does not report" in n for n in b.notes)

@@ -50,8 +50,9 @@ def sim_report(run_dir: RunDirArg) -> None:
 @sim_app.command("misses")
 def sim_misses(run_dir: RunDirArg, as_json: JsonOpt = False) -> None:
     """Where a run's missed instance-intervals fall against its neighbours' arrivals
-    (`service.interference`), at weight 0 or above, and how many of them no policy that decides
-    at interval boundaries could have avoided at the run's loading."""
+    (`service.interference`, antagonists its events start), at weight 0 or above, and how many
+    of them no policy that decides at interval boundaries could have avoided at the run's
+    loading (from a simulator run, which reports the requests each instance holds)."""
     from quell.cli.console import emit_json, out_console
     from quell.report.misses import print_breakdown, run_miss_breakdown
 

@@ -78,14 +78,21 @@ class MissBreakdown:
     arrival_served: int
     """Served instance-intervals a neighbour arrived in (whatever the weight)."""
     arrivals_served: int
-    arrivals_in_flight: int
+    """Instance-intervals a neighbour arrived in, on an instance serving at a weight above 0."""
+    arrivals_in_flight: int | None
+    """Of those, the ones at whose end the instance still held a request (``None``: the
+    environment does not say)."""
     stranded_intervals: int
+    """Served instance-intervals right after an arrival interval, at weight 0."""
     stranded_misses: int
+    """Of those, the ones above the target."""
     notes: list[str] = field(default_factory=list)
 
     @property
     def stranded_bound(self) -> float | None:
-        if self.stranded_intervals == 0:
+        """The misses a policy that took all load off at the first decision after every
+        arrival would still have had (``None``: not enough in the run to say)."""
+        if self.stranded_intervals == 0 or self.arrivals_in_flight is None:
             return None
         return self.arrivals_in_flight * self.stranded_misses / self.stranded_intervals
 
@@ -169,9 +176,12 @@ def miss_breakdown(
     observations: Sequence[Observation],
     scenario: Scenario,
     host_of: dict[str, str],
+    in_flight_reported: bool = True,
 ) -> MissBreakdown:
     """The breakdown of ``observations`` (a run of ``scenario``, which needs a target);
-    ``host_of``: each instance's host, the initial ones and every one added."""
+    ``host_of``: each instance's host, the initial ones and every one added;
+    ``in_flight_reported``: whether the environment reports ``OLDEST_KEY`` whenever an instance
+    holds a request (the simulator does; the lab does not)."""
     if scenario.target is None:
         raise ValueError("the breakdown needs target.mean_rt_s")
     rth = scenario.target.mean_rt_s
@@ -225,6 +235,11 @@ def miss_breakdown(
     notes = []
     if not arrivals:
         notes.append("no neighbour arrives in the scenario: every miss is 'clear'")
+    if not in_flight_reported:
+        notes.append(
+            "the run does not report the requests an instance holds: no estimate of the "
+            "misses a policy could not have avoided"
+        )
     return MissBreakdown(
         target_rt_s=rth,
         served=served,
@@ -232,7 +247,7 @@ def miss_breakdown(
         by_place={p: (a, z) for p, (a, z) in counts.items()},
         arrival_served=arrival_served,
         arrivals_served=arrivals_served,
-        arrivals_in_flight=in_flight,
+        arrivals_in_flight=in_flight if in_flight_reported else None,
         stranded_intervals=stranded,
         stranded_misses=stranded_missed,
         notes=notes,
@@ -256,11 +271,14 @@ def run_miss_breakdown(run_dir: Path) -> tuple[str, MissBreakdown]:
     try:
         observations = store.observations()
         hosts = instance_hosts(store, scenario)
+        environment = store.meta().get("environment")
     except sqlite3.DatabaseError as exc:
         raise InputError(where, [Problem("run.db", f"unreadable run store: {exc}")]) from None
     finally:
         store.close()
-    return scenario.name, miss_breakdown(observations, scenario, hosts)
+    return scenario.name, miss_breakdown(
+        observations, scenario, hosts, in_flight_reported=environment == "sim"
+    )
 
 
 def print_breakdown(name: str, b: MissBreakdown, console: Console) -> None:
@@ -281,19 +299,23 @@ def print_breakdown(name: str, b: MissBreakdown, console: Console) -> None:
     console.print(table)
     for note in b.notes:
         console.print(note, markup=False)
-    if b.arrivals_served and b.stranded_bound is not None:
+    settled, overall = b.settled_ceiling, b.all_ceiling
+    if b.arrivals_served and b.arrivals_in_flight is not None and b.stranded_bound is not None:
         share = b.arrivals_in_flight / b.arrivals_served
         rate = b.stranded_misses / b.stranded_intervals
         console.print(
             f"A neighbour arrived {b.arrivals_served:,} times on an instance serving at a weight "
-            f"above 0 ({b.arrivals_served / b.served:.2%} of served instance-intervals); "
+            f"above 0 ({b.arrivals_served / max(b.served, 1):.2%} of served instance-intervals); "
             f"{b.arrivals_in_flight:,} of those times ({share:.1%}) the instance still held a "
             f"request at the interval's end. Of the {b.stranded_intervals:,} intervals after an "
             f"arrival that an instance served at weight 0 (only requests sent before), "
             f"{b.stranded_misses:,} ({rate:.1%}) missed. A policy that took all load off at the "
             f"first decision after every arrival would still miss about "
-            f"{b.stranded_bound:,.0f} of them at this loading: at most "
-            f"{b.settled_ceiling:.2%} settled and {b.all_ceiling:.2%} over all "
-            "instance-intervals.",
+            f"{b.stranded_bound:,.0f} of them at this loading: "
+            + (
+                f"at most {settled:.2%} settled and {overall:.2%} over all instance-intervals."
+                if settled is not None and overall is not None
+                else "no ceiling (nothing left to count)."
+            ),
             markup=False,
         )
