@@ -66,10 +66,10 @@ def _series(run_dir: Path) -> dict[str, Any]:
 
 
 def _weights(ax: Any, s: dict[str, Any]) -> None:
-    if not s["w_times"]:
+    ids = sorted({i for st in s["w_states"] for i in st})
+    if not ids:  # no weight set, or only instances added and removed without one
         ax.text(0.5, 0.5, "no weight set", ha="center", va="center", transform=ax.transAxes)
         return
-    ids = sorted({i for st in s["w_states"] for i in st})
     if len(ids) <= PER_INSTANCE_WEIGHTS:
         for k, iid in enumerate(ids):
             share = []
