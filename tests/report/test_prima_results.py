@@ -265,3 +265,50 @@ def test_results_page_names_a_result_file_without_a_key_it_reads(tmp_path: Path)
         "prima_decision_ms_median: required key is missing: is this a bench result "
         "(bench/results/prima.json)?"
     )
+
+
+MISSES: dict[str, Any] = {
+    "scenario": "prima-fleet",
+    "run_dir": "runs/x/prima",
+    "target_rt_s": 0.125,
+    "served": 1000,
+    "misses": 40,
+    "by_place": {
+        "arrival": {"weight_above_0": 12, "weight_0": 0},
+        "next": {"weight_above_0": 10, "weight_0": 8},
+        "second": {"weight_above_0": 1, "weight_0": 3},
+        "on": {"weight_above_0": 0, "weight_0": 1},
+        "clear": {"weight_above_0": 5, "weight_0": 0},
+    },
+    "arrival_served": 20,
+    "arrivals_served": 20,
+    "arrivals_in_flight": 10,
+    "stranded_intervals": 10,
+    "stranded_misses": 8,
+    "notes": [],
+}
+
+
+def test_results_page_shows_where_the_misses_fall_and_the_ceiling(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    path = _write(data, "fleet-misses.json", MISSES)
+    found = data_files(data)
+    assert found.misses == [path] and not found.sim
+    text = render([], [], [], None, found.misses)
+    assert "## Simulator, where the misses fall: prima-fleet" in text
+    assert "| the next interval | 10 | 8 |" in text
+    # 10 arrivals holding a request x 8 of 10 stranded intervals missed = 8 unavoidable misses:
+    # settled 1 - 8 / (1000 - 20), all 1 - (8 + 12) / 1000
+    assert "would still miss about 8 of them" in text
+    assert "at most 99.18% settled and 98.00% over all instance-intervals" in text
+
+
+def test_results_page_names_a_misses_file_without_a_key_it_reads(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    path = _write(data, "fleet-misses.json", {k: v for k, v in MISSES.items() if k != "served"})
+    with pytest.raises(InputError) as info:
+        render([], [], [], None, data_files(data).misses)
+    assert info.value.source == str(path)
+    assert str(info.value.problems[0]).startswith("served: required key is missing")

@@ -269,7 +269,8 @@ def results(
         typer.Option(
             "--data",
             help="Directory of result files: *.validation.json, *-lab-comparison.json, "
-            "*-sim-comparison.json and sim-*-comparison.json, each kind in name order.",
+            "*-sim-comparison.json, sim-*-comparison.json and *-misses.json, each kind in "
+            "name order.",
             file_okay=False,
         ),
     ] = None,
@@ -296,6 +297,7 @@ def results(
         list(dict.fromkeys([*files.lab, *(lab or [])])),
         list(dict.fromkeys([*files.sim, *(sim or [])])),
         bench,
+        files.misses,
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)

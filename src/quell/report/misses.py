@@ -110,6 +110,27 @@ class MissBreakdown:
             return None
         return 1.0 - (bound + sum(self.by_place["arrival"])) / self.served
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> MissBreakdown:
+        """The breakdown ``to_dict`` (or ``quell sim misses --json``) wrote."""
+        return cls(
+            target_rt_s=float(d["target_rt_s"]),
+            served=int(d["served"]),
+            misses=int(d["misses"]),
+            by_place={
+                p: (int(d["by_place"][p]["weight_above_0"]), int(d["by_place"][p]["weight_0"]))
+                for p in PLACES
+            },
+            arrival_served=int(d["arrival_served"]),
+            arrivals_served=int(d["arrivals_served"]),
+            arrivals_in_flight=(
+                None if d["arrivals_in_flight"] is None else int(d["arrivals_in_flight"])
+            ),
+            stranded_intervals=int(d["stranded_intervals"]),
+            stranded_misses=int(d["stranded_misses"]),
+            notes=[str(n) for n in d.get("notes", [])],
+        )
+
     def to_dict(self) -> dict[str, Any]:
         def r(x: float | None, nd: int = 6) -> float | None:
             return None if x is None else round(x, nd)
@@ -299,23 +320,30 @@ def print_breakdown(name: str, b: MissBreakdown, console: Console) -> None:
     console.print(table)
     for note in b.notes:
         console.print(note, markup=False)
+    if (text := ceiling_text(b)) is not None:
+        console.print(text, markup=False)
+
+
+def ceiling_text(b: MissBreakdown) -> str | None:
+    """What no policy deciding at interval boundaries could have avoided, in words (``None``:
+    the run does not say)."""
+    if not b.arrivals_served or b.arrivals_in_flight is None or b.stranded_bound is None:
+        return None
+    share = b.arrivals_in_flight / b.arrivals_served
+    rate = b.stranded_misses / b.stranded_intervals
     settled, overall = b.settled_ceiling, b.all_ceiling
-    if b.arrivals_served and b.arrivals_in_flight is not None and b.stranded_bound is not None:
-        share = b.arrivals_in_flight / b.arrivals_served
-        rate = b.stranded_misses / b.stranded_intervals
-        console.print(
-            f"A neighbour arrived {b.arrivals_served:,} times on an instance serving at a weight "
-            f"above 0 ({b.arrivals_served / max(b.served, 1):.2%} of served instance-intervals); "
-            f"{b.arrivals_in_flight:,} of those times ({share:.1%}) the instance still held a "
-            f"request at the interval's end. Of the {b.stranded_intervals:,} intervals after an "
-            f"arrival that an instance served at weight 0 (only requests sent before), "
-            f"{b.stranded_misses:,} ({rate:.1%}) missed. A policy that took all load off at the "
-            f"first decision after every arrival would still miss about "
-            f"{b.stranded_bound:,.0f} of them at this loading: "
-            + (
-                f"at most {settled:.2%} settled and {overall:.2%} over all instance-intervals."
-                if settled is not None and overall is not None
-                else "no ceiling (nothing left to count)."
-            ),
-            markup=False,
+    return (
+        f"A neighbour arrived {b.arrivals_served:,} times on an instance serving at a weight "
+        f"above 0 ({b.arrivals_served / max(b.served, 1):.2%} of served instance-intervals); "
+        f"{b.arrivals_in_flight:,} of those times ({share:.1%}) the instance still held a "
+        f"request at the interval's end. Of the {b.stranded_intervals:,} intervals after an "
+        f"arrival that an instance served at weight 0 (only requests sent before), "
+        f"{b.stranded_misses:,} ({rate:.1%}) missed. A policy that took all load off at the "
+        f"first decision after every arrival would still miss about "
+        f"{b.stranded_bound:,.0f} of them at this loading: "
+        + (
+            f"at most {settled:.2%} settled and {overall:.2%} over all instance-intervals."
+            if settled is not None and overall is not None
+            else "no ceiling (nothing left to count)."
         )
+    )

@@ -13,12 +13,14 @@ from typing import Any
 
 from quell.core.files import load_json
 from quell.errors import InputError, Problem
+from quell.report.misses import PLACE_TEXT, PLACES, MissBreakdown, ceiling_text
 
 VALIDATION_GLOB = "*.validation.json"
 LAB_GLOB = "*-lab-comparison.json"
 SIM_GLOBS = ("*-sim-comparison.json", "sim-*-comparison.json")
-"""Result files by name: ``prima validate``'s validation.json, ``lab compare --json`` and
-``sim compare --json`` output."""
+MISSES_GLOB = "*-misses.json"
+"""Result files by name: ``prima validate``'s validation.json, ``lab compare --json``,
+``sim compare --json`` and ``sim misses --json`` output."""
 
 
 @dataclass
@@ -28,6 +30,7 @@ class ResultFiles:
     validation: list[Path] = field(default_factory=list)
     lab: list[Path] = field(default_factory=list)
     sim: list[Path] = field(default_factory=list)
+    misses: list[Path] = field(default_factory=list)
 
 
 def natural_key(name: str) -> tuple[tuple[int, int, str], ...]:
@@ -53,11 +56,12 @@ def data_files(directory: Path) -> ResultFiles:
         validation=sorted_paths(list(directory.glob(VALIDATION_GLOB))),
         lab=sorted_paths(list(directory.glob(LAB_GLOB))),
         sim=sorted_paths([p for g in SIM_GLOBS for p in directory.glob(g)]),
+        misses=sorted_paths(list(directory.glob(MISSES_GLOB))),
     )
-    known = {*found.validation, *found.lab, *found.sim}
+    known = {*found.validation, *found.lab, *found.sim, *found.misses}
     stray = sorted((p for p in directory.glob("*.json") if p not in known), key=lambda p: p.name)
     if stray:
-        names = ", ".join([VALIDATION_GLOB, LAB_GLOB, *SIM_GLOBS])
+        names = ", ".join([VALIDATION_GLOB, LAB_GLOB, *SIM_GLOBS, MISSES_GLOB])
         raise InputError(
             str(directory), [Problem(p.name, f"not a result file name ({names})") for p in stray]
         )
@@ -246,6 +250,24 @@ def seeds_section(c: dict[str, Any], source: str) -> list[str]:
     return [*out, ""]
 
 
+def misses_section(m: dict[str, Any], source: str) -> list[str]:
+    """A ``sim misses --json`` breakdown: where the run's missed intervals fell, and the ceiling."""
+    b = MissBreakdown.from_dict(m)
+    lines = [
+        f"## Simulator, where the misses fall: {m['scenario']}",
+        "",
+        f"Source: `{source}` (`quell sim misses RUN_DIR --json`). {b.misses:,} of {b.served:,} "
+        f"served instance-intervals above R_th ({b.target_rt_s * 1e3:g} ms), placed by the "
+        "neighbours' arrivals on the instance's host, at a weight above 0 or at 0.",
+        "",
+        "| where the interval fell | weight > 0 | weight 0 |",
+        "|---|---:|---:|",
+    ]
+    lines += [f"| {PLACE_TEXT[p]} | {b.by_place[p][0]:,} | {b.by_place[p][1]:,} |" for p in PLACES]
+    text = ceiling_text(b)
+    return [*lines, "", *([text, ""] if text else [])]
+
+
 def bench_section(b: dict[str, Any], source: str) -> list[str]:
     return [
         "## Decision time (make bench)",
@@ -274,7 +296,11 @@ def _section(build: Section, path: Path, what: str) -> list[str]:
 
 
 def render(
-    validation: Sequence[Path], lab: Sequence[Path], sim: Sequence[Path], bench: Path | None = None
+    validation: Sequence[Path],
+    lab: Sequence[Path],
+    sim: Sequence[Path],
+    bench: Path | None = None,
+    misses: Sequence[Path] = (),
 ) -> str:
     lines = [
         "# PRIMA: measured results",
@@ -289,6 +315,8 @@ def render(
         lines += _section(lab_section, p, "a `lab compare` comparison")
     for p in sim:
         lines += _section(sim_section, p, "a `sim compare` comparison")
+    for p in misses:
+        lines += _section(misses_section, p, "a `sim misses` breakdown")
     if bench is not None:
         lines += _section(bench_section, bench, "a bench result (bench/results/prima.json)")
     return "\n".join(lines)
