@@ -569,6 +569,30 @@ def test_an_onset_reads_the_neighbour_at_twice_its_first_reading(tmp_path: Path)
     assert cols(d, "i1")["u_max_pct"] == pytest.approx(35.0, abs=0.3)
 
 
+def test_an_onset_felt_in_the_response_time_leaves_no_capacity(tmp_path: Path) -> None:
+    # As above, with onset_zero_on_miss: i1's onset interval measured 30 ms against R_th 25,
+    # so it gets U_max 0 for the next interval; measured at 20 ms it keeps the doubled
+    # reading's 25; the interval after, read with the neighbour there throughout, is as read.
+    def second(rt_s: float) -> tuple[PrimaPolicy, Decision]:
+        p = policy(
+            tmp_path, 2, onset_scale=2.0, onset_zero_on_miss=True, sf_window=1,
+            scale_in_headroom=10.0, calibrate=False,
+        )  # fmt: skip
+        p.decide(at(10, obs(10, "i1", 30.0, 30.0), obs(10, "i2", 30.0, 30.0)))
+        i1 = replace(obs(20, "i1", 30.0, 50.0), requests=10, mean_rt_seconds=rt_s)
+        return p, p.decide(at(20, i1, obs(20, "i2", 30.0, 30.0)))
+
+    p, d = second(0.030)
+    assert d.detail["onset"] == ["i1"]
+    assert cols(d, "i1")["u_max_pct"] == 0.0
+    assert cols(d, "i2")["u_max_pct"] == pytest.approx(45.0, abs=0.3)
+    i1 = replace(obs(30, "i1", 30.0, 50.0), requests=10, mean_rt_seconds=0.030)
+    d = p.decide(at(30, i1, obs(30, "i2", 30.0, 30.0)))
+    assert cols(d, "i1")["u_max_pct"] == pytest.approx(35.0, abs=0.3)
+    _, d = second(0.020)
+    assert cols(d, "i1")["u_max_pct"] == pytest.approx(25.0, abs=0.3)
+
+
 def test_host_memory_forgets_an_old_neighbour_reading(tmp_path: Path) -> None:
     # U_int 40 read on h2 at 100 s and 10 on h3 at 400 s. With 300 s of memory, at 400 s h2
     # scores 40 e^-1 = 14.7 and h3 10 (h3 is taken first); at 700 s h2 scores 40 e^-2 = 5.4

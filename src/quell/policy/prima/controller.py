@@ -124,7 +124,11 @@ class PrimaPolicy:
             )
         self.onset_: Onset | None = None
         if params.onset_scale is not None:
-            self.onset_ = Onset(params.onset_scale, params.onset_floor_pct)
+            self.onset_ = Onset(
+                params.onset_scale,
+                params.onset_floor_pct,
+                self.target_rt_s if params.onset_zero_on_miss else None,
+            )
         self.host_read_: dict[str, tuple[float, float]] = {}
         """With ``host_memory_s``: (U_int, time) last read on each host left behind."""
         self.now_s_ = 0.0
@@ -189,7 +193,9 @@ class PrimaPolicy:
         onsets: list[str] = []
         if self.onset_ is not None:
             fresh = ~np.isnan(seen.sf_sample)
-            u_int, u_max, onsets = self.onset_.adjust(self.capacity_, ids, u_int, u_max, fresh)
+            u_int, u_max, onsets = self.onset_.adjust(
+                self.capacity_, ids, u_int, u_max, fresh, seen.rt_s
+            )
         rt_now = self.capacity_.predict_rt(util, u_int.value)
         pending = sorted(fleet.pending_add)
         plan = self.account_.plan(seen.total_util_pct, u_max.value, pending, seen.awaiting)

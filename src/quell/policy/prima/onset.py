@@ -8,7 +8,14 @@ that its neighbour's full level does not allow — one more interval above R_th 
 reading shows the whole of it. When an instance whose last reading showed no neighbour load
 (U_int at most ``floor_pct``) reads some now, its U_int is taken ``scale`` times as read (2:
 the reciprocal of the expected half), for this interval only; the next reading, made with the
-neighbour there throughout, replaces it."""
+neighbour there throughout, replaces it.
+
+With ``zero_over_rt_s`` (``onset_zero_on_miss``: R_th), an instance at an onset whose measured
+mean response time in the interval was above it gets no capacity for the next interval: the
+neighbour is felt as well as read, and a mixed reading still leaves a share that a neighbour
+with an RT floor above R_th does not allow (docs/prima.md, sixth pass). A reading that is only
+probe noise seldom comes with a missed interval, which keeps this from emptying clean
+instances."""
 
 from __future__ import annotations
 
@@ -23,9 +30,10 @@ FloatArray = NDArray[np.float64]
 class Onset:
     """The U_int each instance read last (``last_u_int_``) and the onsets of this interval."""
 
-    def __init__(self, scale: float, floor_pct: float) -> None:
+    def __init__(self, scale: float, floor_pct: float, zero_over_rt_s: float | None = None) -> None:
         self.scale = scale
         self.floor_pct = floor_pct
+        self.zero_over_rt_s = zero_over_rt_s
         self.last_u_int_: dict[str, float] = {}
 
     def adjust(
@@ -35,6 +43,7 @@ class Onset:
         u_int: Query,
         u_max: Query,
         fresh: NDArray[np.bool_],
+        rt_s: list[float | None] | None = None,
     ) -> tuple[Query, Query, list[str]]:
         """(U_int, U_max) with each onset's U_int scaled, and the instances at an onset.
         ``fresh``: whether each instance's probe reported in this interval (a reading carried
@@ -50,6 +59,13 @@ class Onset:
         scaled = np.where(onset, value * self.scale, value)
         cap = model.capacity_for(scaled)
         new_max = np.where(onset, cap.value, u_max.value)
+        if self.zero_over_rt_s is not None and rt_s is not None:
+            over = np.fromiter(
+                (r is not None and r > self.zero_over_rt_s for r in rt_s),
+                dtype=bool,
+                count=len(ids),
+            )
+            new_max = np.where(onset & over, 0.0, new_max)
         clamped = np.where(onset, cap.clamped | u_int.clamped, u_max.clamped)
         at = [ids[k] for k in np.flatnonzero(onset).tolist()]
         return Query(scaled, u_int.clamped), Query(new_max, clamped), at

@@ -89,6 +89,10 @@ class PrimaParams(BaseModel):
     (``quell.policy.prima.onset``): a neighbour that arrived part-way through the interval is
     in only the downloads after it, on average half. ``None``: as read (the paper)."""
     onset_floor_pct: Annotated[float, Field(ge=0, le=100)] = 2.0
+    onset_zero_on_miss: bool = False
+    """With ``onset_scale``: an instance at an onset whose measured mean response time in the
+    interval was above R_th gets no capacity for the next interval (the neighbour is felt, not
+    only read)."""
     host_memory_s: Annotated[float, Field(gt=0, le=1e6)] | None = None
     """A scale-out takes the free hosts PRIMA left behind a neighbour last, by the U_int it read
     there; with this, by that U_int × exp(−age / this), age the time since it was read: a
