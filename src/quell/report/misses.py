@@ -154,20 +154,25 @@ class MissBreakdown:
         }
 
 
-def neighbour_arrivals(scenario: Scenario) -> tuple[dict[str, NDArray[np.float64]], dict[str, Any]]:
-    """Per host: the times neighbours arrived (its ``service.interference`` level rose, or an
-    event started an antagonist there), and (times, levels) of every switch, to tell whether a
-    neighbour was there at a given time (a level counts a running antagonist as 1)."""
+Timeline = tuple[NDArray[np.float64], NDArray[np.float64]]
+
+
+def neighbour_arrivals(
+    scenario: Scenario,
+) -> tuple[dict[str, NDArray[np.float64]], dict[str, Timeline]]:
+    """Per host: the times neighbours arrived (a ``service.interference`` source switched on,
+    or an event started an antagonist there), and (times, neighbours there from then on) at
+    every switch, to tell whether a neighbour was there at a given time."""
     svc = scenario.service or ServiceModel()
     t, h, level = interference_changes(
         svc.interference, scenario.hosts, scenario.duration_s, scenario.seed
     )
     ids = [x.id for x in scenario.hosts]
-    # (time, host, change of level): the interference source's bytes/s, or ±1 per antagonist
+    # (time, host, +1 for a neighbour switching on, -1 for one switching off)
     changes: list[tuple[float, str, float]] = []
     last: dict[str, float] = {}
     for ti, hi, li in zip(t.tolist(), h.tolist(), level.tolist(), strict=True):
-        changes.append((ti, ids[hi], li - last.get(ids[hi], 0.0)))
+        changes.append((ti, ids[hi], 1.0 if li > last.get(ids[hi], 0.0) else -1.0))
         last[ids[hi]] = li
     host_of = {a.id: a.host for a in scenario.antagonists}
     running: set[str] = set()
@@ -219,7 +224,7 @@ def miss_breakdown(
         if tl is None:
             return False
         k = int(np.searchsorted(tl[0], at, side="right")) - 1
-        return bool(tl[1][k] > 1e-9)
+        return bool(tl[1][k] > 0)
 
     counts = {p: [0, 0] for p in PLACES}
     served = misses = arrival_served = arrivals_served = in_flight = 0

@@ -87,13 +87,18 @@ def _scaling_actions(store: RunStore) -> list[tuple[float, str, str, str | None]
     return sorted(out, key=lambda x: x[0])
 
 
+def _hosts_of(
+    scenario: Scenario, actions: list[tuple[float, str, str, str | None]]
+) -> dict[str, str]:
+    """Each instance's host: the scenario's initial ones and every one ``actions`` added."""
+    host_of = {i.id: i.host for i in scenario.instances}
+    host_of.update({iid: h for _, kind, iid, h in actions if kind == "AddInstance" and h})
+    return host_of
+
+
 def instance_hosts(store: RunStore, scenario: Scenario) -> dict[str, str]:
     """Each instance's host: the scenario's initial ones and every one the policy added."""
-    host_of = {i.id: i.host for i in scenario.instances}
-    for _, kind, iid, host in _scaling_actions(store):
-        if kind == "AddInstance" and host:
-            host_of[iid] = host
-    return host_of
+    return _hosts_of(scenario, _scaling_actions(store))
 
 
 def load_steps(scenario: Scenario) -> list[float]:
@@ -135,8 +140,7 @@ def excluded(
     out = _within(np.asarray(glob, dtype=np.float64), t, lo)
     # per host and per instance: one sorted key line, each group shifted far from the others
     span = 4.0 * (scenario.duration_s + settle_s + scenario.interval_s) + 1.0
-    host_of = {i.id: i.host for i in scenario.instances}
-    host_of.update({iid: h for _, kind, iid, h in actions if kind == "AddInstance" and h})
+    host_of = _hosts_of(scenario, actions)
     host_index = {h.id: j for j, h in enumerate(scenario.hosts)}
     row_host = np.asarray([host_index.get(host_of.get(i, ""), -1) for i in obs["instance"]])
     svc = scenario.service or ServiceModel()
