@@ -12,7 +12,7 @@ import yaml
 
 from quell.core.action import AddInstance, Decision
 from quell.core.observation import Observation, Snapshot
-from quell.report.misses import PLACES, miss_breakdown
+from quell.report.misses import PLACES, fleet_short_ends, miss_breakdown
 from quell.report.slo import OLDEST_KEY
 from quell.scenario import parse_scenario
 from quell.store.run import RunStore
@@ -190,3 +190,44 @@ def test_a_run_that_does_not_report_requests_in_flight_gets_no_estimate() -> Non
     assert b.arrivals_in_flight is None
     assert b.stranded_bound is None and b.settled_ceiling is None and b.all_ceiling is None
     assert any("does not report" in n for n in b.notes)
+
+
+def short_data(rate_rps: float) -> dict[str, Any]:
+    """DATA at a steady ``rate_rps`` (deterministic arrivals)."""
+    return DATA | {
+        "workload": DATA["workload"]
+        | {"arrival": {"process": "deterministic", "rate_rps": rate_rps}}
+    }
+
+
+def test_the_fleet_is_short_where_every_host_together_falls_below_the_load() -> None:
+    # λ_max = (C − S / R_th) / S with S = 100 kB, R_th = 0.1 s: a clean 12.5 MB/s link takes
+    # 115 requests/s, one with 40 Mbit/s taken (7.5 MB/s) 65. At 140 requests/s the two hosts
+    # fall short only while both neighbours are on, h0's from 45 to 85 s: (50, 60], (60, 70] and
+    # (70, 80] (130 < 140); (40, 50] and (80, 90] are half clean on h0 (90 + 65 = 155).
+    ends = fleet_short_ends(parse_scenario(short_data(140.0)), Path("."))
+    assert ends is not None and ends.tolist() == [60.0, 70.0, 80.0]
+    assert fleet_short_ends(parse_scenario(short_data(125.0)), Path(".")).size == 0  # type: ignore[union-attr]
+
+
+def test_misses_in_the_intervals_the_fleet_falls_short_are_counted() -> None:
+    scenario = parse_scenario(short_data(140.0))
+    ends = fleet_short_ends(scenario, Path("."))
+    b = miss_breakdown(observations(), scenario, {"a": "h0", "b": "h1"}, short_ends_s=ends)
+    # the misses are a 40, 50, 60, 90 and b 40: only a 60 is in a short interval
+    assert (b.short_intervals, b.short_misses) == (3, 1)
+    assert b.to_dict()["short_misses"] == 1
+    assert type(b).from_dict(b.to_dict()) == b
+    unknown = miss_breakdown(observations(), scenario, {"a": "h0", "b": "h1"})
+    assert unknown.short_intervals is None and unknown.short_misses == 0
+
+
+def test_sim_misses_says_how_many_misses_fell_where_the_fleet_was_short(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    write_run(run_dir)
+    (run_dir / "scenario.yaml").write_text(yaml.safe_dump(short_data(140.0)))
+    out = run_quell("sim", "misses", run_dir, "--json")
+    assert out.code == 0, out
+    doc = json.loads(out.stdout.strip().splitlines()[-1])
+    assert (doc["short_intervals"], doc["short_misses"]) == (3, 1)
+    assert "In 3 intervals every host the policy may use" in out.stdout

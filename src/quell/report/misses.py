@@ -31,7 +31,13 @@ at this run's loading, besides those of the arrival intervals themselves: the mo
 score is ``settled_ceiling`` over the intervals the settled SLO counts (served ones less the
 arrival intervals), and ``all_ceiling`` over all served ones. These are estimates at the
 run's own loading: a policy that loads each instance less holds fewer requests at an arrival,
-at the price of more instances."""
+at the price of more instances.
+
+**When the fleet itself falls short.** In some intervals even every host the policy may use,
+each at its true capacity, could not carry the load within R_th (the oracle's infeasible
+intervals, ``quell.sim.oracle``): some instance must then be loaded past what meets R_th,
+whatever the split. ``short_intervals`` counts those intervals and ``short_misses`` the misses
+that fell in them."""
 
 from __future__ import annotations
 
@@ -45,7 +51,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from quell.core.observation import Observation
-from quell.errors import InputError, Problem
+from quell.errors import InputError, Problem, QuellError
 from quell.report.slo import OLDEST_KEY, instance_hosts
 from quell.scenario.model import Scenario
 from quell.scenario.service import ServiceModel
@@ -86,6 +92,11 @@ class MissBreakdown:
     """Served instance-intervals right after an arrival interval, at weight 0."""
     stranded_misses: int
     """Of those, the ones above the target."""
+    short_intervals: int | None = None
+    """Intervals in which every host the policy may use together could not carry the load
+    within R_th (the oracle's infeasible ones; ``None``: the oracle does not apply)."""
+    short_misses: int = 0
+    """Misses that fell in those intervals."""
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -128,6 +139,10 @@ class MissBreakdown:
             ),
             stranded_intervals=int(d["stranded_intervals"]),
             stranded_misses=int(d["stranded_misses"]),
+            short_intervals=(
+                None if d.get("short_intervals") is None else int(d["short_intervals"])
+            ),
+            short_misses=int(d.get("short_misses", 0)),
             notes=[str(n) for n in d.get("notes", [])],
         )
 
@@ -147,6 +162,8 @@ class MissBreakdown:
             "arrivals_in_flight": self.arrivals_in_flight,
             "stranded_intervals": self.stranded_intervals,
             "stranded_misses": self.stranded_misses,
+            "short_intervals": self.short_intervals,
+            "short_misses": self.short_misses,
             "stranded_bound": r(self.stranded_bound, 1),
             "settled_ceiling": r(self.settled_ceiling),
             "all_ceiling": r(self.all_ceiling),
@@ -203,11 +220,14 @@ def miss_breakdown(
     scenario: Scenario,
     host_of: dict[str, str],
     in_flight_reported: bool = True,
+    short_ends_s: NDArray[np.float64] | None = None,
 ) -> MissBreakdown:
     """The breakdown of ``observations`` (a run of ``scenario``, which needs a target);
     ``host_of``: each instance's host, the initial ones and every one added;
     ``in_flight_reported``: whether the environment reports ``OLDEST_KEY`` whenever an instance
-    holds a request (the simulator does; the lab does not)."""
+    holds a request (the simulator does; the lab does not); ``short_ends_s``: the end times of
+    the intervals in which the whole fleet falls short (``fleet_short_ends``; ``None``: not
+    known)."""
     if scenario.target is None:
         raise ValueError("the breakdown needs target.mean_rt_s")
     rth = scenario.target.mean_rt_s
@@ -229,6 +249,15 @@ def miss_breakdown(
     counts = {p: [0, 0] for p in PLACES}
     served = misses = arrival_served = arrivals_served = in_flight = 0
     stranded = stranded_missed = 0
+    short_missed = 0
+    short = np.sort(np.asarray([] if short_ends_s is None else short_ends_s, dtype=np.float64))
+
+    def in_short(t: float, dt: float) -> bool:
+        """Whether the interval (t − dt, t] is one of the short ones (matched to half an
+        interval, as observation times carry the clock's jitter)."""
+        k = int(np.searchsorted(short, t - dt / 2))
+        return k < short.size and abs(float(short[k]) - t) < dt / 2
+
     for o in observations:
         host = host_of.get(o.instance_id)
         if host is None:
@@ -258,6 +287,7 @@ def miss_breakdown(
         if o.requests > 0 and o.mean_rt_seconds is not None and o.mean_rt_seconds > rth:
             misses += 1
             counts[place][1 if at_zero else 0] += 1
+            short_missed += in_short(t, dt)
     notes = []
     if not arrivals:
         notes.append("no neighbour arrives in the scenario: every miss is 'clear'")
@@ -276,8 +306,22 @@ def miss_breakdown(
         arrivals_in_flight=in_flight if in_flight_reported else None,
         stranded_intervals=stranded,
         stranded_misses=stranded_missed,
+        short_intervals=None if short_ends_s is None else int(short.size),
+        short_misses=short_missed,
         notes=notes,
     )
+
+
+def fleet_short_ends(scenario: Scenario, base_dir: Path) -> NDArray[np.float64] | None:
+    """The end times of the intervals in which every host ``scenario`` lets a policy use,
+    each at its true capacity, could not carry the load within R_th (the oracle's infeasible
+    intervals); ``None`` where the oracle does not apply (no host with a link)."""
+    from quell.sim.oracle import run_oracle
+
+    if not any(h.link_mbit is not None for h in scenario.hosts):
+        return None
+    oracle = run_oracle(scenario, base_dir)
+    return np.asarray(oracle.interval_end_s[oracle.infeasible], dtype=np.float64)
 
 
 def run_miss_breakdown(run_dir: Path) -> tuple[str, MissBreakdown]:
@@ -302,8 +346,16 @@ def run_miss_breakdown(run_dir: Path) -> tuple[str, MissBreakdown]:
         raise InputError(where, [Problem("run.db", f"unreadable run store: {exc}")]) from None
     finally:
         store.close()
+    try:
+        short_ends = fleet_short_ends(scenario, run_dir)
+    except QuellError:  # the load comes from a file the run directory does not hold
+        short_ends = None
     return scenario.name, miss_breakdown(
-        observations, scenario, hosts, in_flight_reported=environment == "sim"
+        observations,
+        scenario,
+        hosts,
+        in_flight_reported=environment == "sim",
+        short_ends_s=short_ends,
     )
 
 
@@ -327,6 +379,20 @@ def print_breakdown(name: str, b: MissBreakdown, console: Console) -> None:
         console.print(note, markup=False)
     if (text := ceiling_text(b)) is not None:
         console.print(text, markup=False)
+    if (text := short_text(b)) is not None:
+        console.print(text, markup=False)
+
+
+def short_text(b: MissBreakdown) -> str | None:
+    """The intervals in which the fleet itself fell short, in words (``None``: none, or not
+    known)."""
+    if not b.short_intervals:
+        return None
+    return (
+        f"In {b.short_intervals:,} intervals every host the policy may use, each at its true "
+        f"capacity, could not carry the load within R_th together (the oracle's infeasible "
+        f"intervals): {b.short_misses:,} of the misses fell in them."
+    )
 
 
 def ceiling_text(b: MissBreakdown) -> str | None:
