@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import platform
 import subprocess
 from pathlib import Path
 
@@ -9,6 +11,7 @@ import pytest
 
 from quell.experiment.lab import run_lab
 from quell.scenario import load_scenario
+from quell.store.run import RunStore
 from tests.effects import assert_cohosted_instance_slows_alone, phase_rt
 from tests.lab.leftovers import leftovers, run_tag
 
@@ -33,6 +36,11 @@ def test_network_interference_slows_only_the_cohosted_instance(tmp_path: Path) -
     # teardown left nothing: no process, namespace, cgroup, file or tc rule of the run
     assert not any(leftovers(run_tag(Path(summary["run_dir"]))).values())
     assert root_qdiscs() == qdiscs_before
+    # the run says what it was measured on
+    with RunStore.open(Path(summary["run_dir"])) as store:
+        machine = store.meta()["machine"]
+    assert machine["logical_cpus"] == os.cpu_count()
+    assert machine["kernel_release"] == platform.release()
 
 
 def test_cache_thrasher_on_the_same_cpu_slows_a_cpu_bound_instance(tmp_path: Path) -> None:

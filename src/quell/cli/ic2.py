@@ -217,12 +217,14 @@ def ic2_evaluate(
         result = score_run(
             store, scenario, bundle.detector, n_states, bundle.data.training.transient_s
         )
+        machine = store.meta().get("machine")  # lab runs say what they were measured on
     doc = {
         "scenario": scenario.name,
         "run_dir": str(run),
         "model": str(_model_path(model)),
         "trained_on": bundle.meta.model_dump(mode="json"),
         **result,
+        **({"machine": machine} if machine is not None else {}),
     }
     write_json(run / "ic2-evaluation.json", doc)
     _print_evaluation(doc)

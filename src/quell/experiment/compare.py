@@ -206,6 +206,7 @@ def compare_in_lab(
     from quell.experiment.lab import run_lab
     from quell.report.compare import comparison, run_phases
     from quell.report.render import render_report
+    from quell.signals.machine import read_machine
 
     runs_of = [s for s, _ in policy_runs(scenario, path.parent)]  # all build, or none runs
     runs: list[tuple[str, Path]] = []
@@ -234,7 +235,11 @@ def compare_in_lab(
             stolen[key] = [str(d) for d in over]
     from quell.report.compare_page import write_comparison_page
 
-    result = comparison(scenario, runs) | {"max_steal_pct": max_steal_pct, "stolen": stolen}
+    result = comparison(scenario, runs) | {
+        "max_steal_pct": max_steal_pct,
+        "stolen": stolen,
+        "machine": read_machine().as_dict(),
+    }
     cmp_dir = new_run_dir(runs_dir, scenario, "lab-compare")
     cmp_dir.mkdir(parents=True)
     target = scenario.target.mean_rt_s if scenario.target else None

@@ -30,6 +30,7 @@ from quell.scenario.attribution import attribution_model_path
 from quell.scenario.model import Scenario
 from quell.scenario.policy import build_policy, with_policy_balancer
 from quell.signals.cgroup import detect_layout
+from quell.signals.machine import read_machine
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +78,8 @@ def run_lab(
     run_dir = new_run_dir(runs_dir, scenario, "lab")
     store = prepare_run_dir(run_dir, scenario, scenario_path, "lab")
     env = LabEnvironment(scenario, scenario_path.parent, run_dir, layout)
-    store.set_meta(run_tag=env.tag.value)
+    # what it ran on: a working set sized to one machine's cache fits in another's
+    store.set_meta(run_tag=env.tag.value, machine=read_machine().as_dict())
     summary: dict[str, Any] | None = None
     with terminate_on_signals(), progress() as report_progress:
         try:
