@@ -4,6 +4,7 @@ finds the interference of a run it never saw."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -31,6 +32,7 @@ from quell.studies.ic2.campaign import (
     interfered_instances,
     load_campaign,
     score_run,
+    score_runs,
     tree_sizes,
 )
 from tests.cli.inprocess import assert_refused, run_quell
@@ -209,6 +211,25 @@ def test_a_trained_detector_finds_interference_in_a_run_it_never_saw(tmp_path: P
     assert done.code == 0, done.stderr
     assert '"recall":' + str(result["recall"]) in done.stdout
     assert (Path(summary["run_dir"]) / "ic2-evaluation.json").is_file()
+    # several recorded runs: each scored alone and all of them together, interval by interval
+    again = run_sim(scenario, test, tmp_path / "runs2")  # a repeat, as lab runs of it are
+    both = run_quell(
+        "ic2", "evaluate", test, "--model", out,
+        "--run", summary["run_dir"], "--run", again["run_dir"], "--json",
+    )  # fmt: skip
+    assert both.code == 0, both.stderr
+    doc = json.loads(both.stdout.strip().splitlines()[-1])
+    assert doc["run_dirs"] == [summary["run_dir"], again["run_dir"]]
+    assert doc["runs"][summary["run_dir"]]["recall"] == result["recall"]
+    with RunStore.open(Path(summary["run_dir"])) as a, RunStore.open(Path(again["run_dir"])) as b:
+        together = score_runs([a, b], scenario, load_detector(out / "detector.json").detector)
+    assert doc["recall"] == together["recall"] and doc["samples"] == together["samples"]
+    # the simulator repeats a seed exactly: the two runs together score as one, twice over
+    assert together["samples"] == 2 * result["samples"]
+    assert together["detect_events"] == 2 * result["detect_events"]
+    assert together["recall"] == result["recall"]
+    assert together["instances"]["i2"]["samples"] == 2 * result["instances"]["i2"]["samples"]
+    assert (Path(again["run_dir"]) / "ic2-evaluation.json").is_file()
 
 
 def test_evaluate_refuses_what_it_cannot_use(tmp_path: Path) -> None:

@@ -148,8 +148,12 @@ def ic2_evaluate(
     ],
     env: EnvOpt = "lab",
     run: Annotated[
-        Path | None,
-        typer.Option("--run", help="Score this recorded run of SCENARIO instead of running it."),
+        list[Path] | None,
+        typer.Option(
+            "--run",
+            help="Score this recorded run of SCENARIO instead of running it; give it several "
+            "times to score the runs together as well as each alone.",
+        ),
     ] = None,
     states: Annotated[
         int, typer.Option("--states", help="The state machine the latencies are read from.")
@@ -170,7 +174,7 @@ def ic2_evaluate(
     from quell.errors import InputError, Problem
     from quell.scenario import load_scenario
     from quell.store.run import RunStore
-    from quell.studies.ic2.campaign import interfered_instances, score_run
+    from quell.studies.ic2.campaign import interfered_instances, score_run, score_runs
 
     problems = []
     if states not in (2, 5):
@@ -197,40 +201,87 @@ def ic2_evaluate(
         raise InputError(
             str(path), [Problem("events", "start no antagonist on an instance's host")]
         )
-    if run is None:
+    if not run:
         summary = _run_fn(env)(
             scenario, path, runs_dir, lambda: progress_bar(scenario.duration_s, scenario.name)
         )
-        run = Path(summary["run_dir"])
-    with RunStore.open(run) as store:
-        recorded = store.meta().get("scenario_json")
-        if recorded != scenario.model_dump(mode="json"):
-            keys = sorted(
-                k
-                for k, v in scenario.model_dump(mode="json").items()
-                if not isinstance(recorded, dict) or recorded.get(k) != v
+        run = [Path(summary["run_dir"])]
+    docs = []
+    stores: list[RunStore] = []
+    try:
+        for r in run:
+            stores.append(RunStore.open(r))
+        for r, store in zip(run, stores, strict=True):
+            recorded = store.meta().get("scenario_json")
+            if recorded != scenario.model_dump(mode="json"):
+                keys = sorted(
+                    k
+                    for k, v in scenario.model_dump(mode="json").items()
+                    if not isinstance(recorded, dict) or recorded.get(k) != v
+                )
+                raise InputError(
+                    str(r),
+                    [Problem("", f"is not a run of {path}: they differ in {', '.join(keys)}")],
+                )
+        for r, store in zip(run, stores, strict=True):
+            result = score_run(
+                store, scenario, bundle.detector, n_states, bundle.data.training.transient_s
             )
-            raise InputError(
-                str(run),
-                [Problem("", f"is not a run of {path}: they differ in {', '.join(keys)}")],
+            machine = store.meta().get("machine")  # lab runs say what they were measured on
+            doc = {
+                "scenario": scenario.name,
+                "run_dir": str(r),
+                "model": str(_model_path(model)),
+                "trained_on": bundle.meta.model_dump(mode="json"),
+                **result,
+                **({"machine": machine} if machine is not None else {}),
+            }
+            write_json(r / "ic2-evaluation.json", doc)
+            _print_evaluation(doc)
+            say(f"evaluation written to {r / 'ic2-evaluation.json'}")
+            docs.append(doc)
+        if len(run) > 1:
+            together = score_runs(
+                stores, scenario, bundle.detector, n_states, bundle.data.training.transient_s
             )
-        result = score_run(
-            store, scenario, bundle.detector, n_states, bundle.data.training.transient_s
-        )
-        machine = store.meta().get("machine")  # lab runs say what they were measured on
-    doc = {
-        "scenario": scenario.name,
-        "run_dir": str(run),
-        "model": str(_model_path(model)),
-        "trained_on": bundle.meta.model_dump(mode="json"),
-        **result,
-        **({"machine": machine} if machine is not None else {}),
-    }
-    write_json(run / "ic2-evaluation.json", doc)
-    _print_evaluation(doc)
-    say(f"evaluation written to {run / 'ic2-evaluation.json'}")
+            pooled = {
+                "scenario": scenario.name,
+                "run_dirs": [str(r) for r in run],
+                "model": str(_model_path(model)),
+                "trained_on": bundle.meta.model_dump(mode="json"),
+                **together,
+                "runs": {d["run_dir"]: {k: d[k] for k in SCORE_KEYS} for d in docs},
+            }
+            _print_runs(pooled)
+            docs = [pooled]
+    finally:
+        for store in stores:
+            store.close()
     if as_json:
-        emit_json(doc)
+        emit_json(docs[0])
+
+
+SCORE_KEYS = (
+    "recall",
+    "precision",
+    "miss_rate",
+    "detect_latency_s",
+    "clear_latency_s",
+    "detect_events",
+    "detect_missed",
+    "samples",
+)
+"""What ``quell ic2 evaluate`` gives of each run when it scores several together."""
+
+
+def _print_runs(doc: dict[str, Any]) -> None:
+    from quell.cli.console import say
+
+    rows = [{"instance": f"run {k}", **m} for k, m in enumerate(doc["runs"].values(), 1)]
+    rows.append({**doc, "instance": "all"})
+    _print_rows(f"{doc['scenario']}: class I, run by run and together", EVAL_COLUMNS, rows)
+    for k, r in enumerate(doc["runs"], 1):
+        say(f"run {k}: {r}")
 
 
 def _print_evaluation(doc: dict[str, Any]) -> None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -422,6 +422,19 @@ def score_run(
 ) -> dict[str, Any]:
     """``tree``'s verdicts on every interfered instance of a recorded run, scored against
     the labels of the scenario's events: the metrics over all of them, and per instance."""
+    return score_runs([store], scenario, tree, states, transient_s)
+
+
+def score_runs(
+    stores: Sequence[RunStore],
+    scenario: Scenario,
+    tree: CostSensitiveTree,
+    states: Literal[2, 5] = 5,
+    transient_s: float = TRANSIENT_S,
+) -> dict[str, Any]:
+    """``score_run`` over several recorded runs of ``scenario`` together: the metrics over
+    every interfered instance of every run (each run on its own clock), and per instance over
+    the runs."""
     timelines = interfered_instances(scenario)
     if not timelines:
         raise InputError(
@@ -431,21 +444,26 @@ def score_run(
     y_true: list[int] = []
     y_pred: list[int] = []
     runs = []
-    per_instance = {}
-    for iid, tl in timelines.items():
-        obs = store.observations(iid)
-        end = np.array([o.time_s for o in obs], dtype=float)
-        width = np.array([o.interval_s for o in obs], dtype=float)
-        truth = label_intervals(end, width, tl, transient_s, transient_s)
-        pred = tree.predict(feature_matrix(obs, tree.features, tree.window_intervals))
-        y_true += truth.tolist()
-        y_pred += pred.tolist()
-        runs.append((end.tolist(), pred.tolist(), tl))
-        per_instance[iid] = score(truth, pred, [(end.tolist(), pred.tolist(), tl)], states)
+    mine: dict[str, tuple[list[int], list[int], list[Any]]] = {}
+    for store in stores:
+        for iid, tl in timelines.items():
+            obs = store.observations(iid)
+            end = np.array([o.time_s for o in obs], dtype=float)
+            width = np.array([o.interval_s for o in obs], dtype=float)
+            truth = label_intervals(end, width, tl, transient_s, transient_s)
+            pred = tree.predict(feature_matrix(obs, tree.features, tree.window_intervals))
+            one = (end.tolist(), pred.tolist(), tl)
+            y_true += truth.tolist()
+            y_pred += pred.tolist()
+            runs.append(one)
+            t, p, r = mine.setdefault(iid, ([], [], []))
+            t += truth.tolist()
+            p += pred.tolist()
+            r.append(one)
     return {
         **score(y_true, y_pred, runs, states),
         "states": states,
-        "instances": per_instance,
+        "instances": {iid: score(t, p, r, states) for iid, (t, p, r) in mine.items()},
     }
 
 
@@ -580,5 +598,6 @@ __all__ = [
     "load_campaign",
     "run_dataset",
     "score_run",
+    "score_runs",
     "tree_sizes",
 ]
