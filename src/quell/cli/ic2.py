@@ -174,7 +174,7 @@ def ic2_evaluate(
     from quell.errors import InputError, Problem
     from quell.scenario import load_scenario
     from quell.store.run import RunStore
-    from quell.studies.ic2.campaign import interfered_instances, score_run, score_runs
+    from quell.studies.ic2.campaign import interfered_instances, score_runs
 
     problems = []
     if states not in (2, 5):
@@ -223,10 +223,10 @@ def ic2_evaluate(
                     str(r),
                     [Problem("", f"is not a run of {path}: they differ in {', '.join(keys)}")],
                 )
-        for r, store in zip(run, stores, strict=True):
-            result = score_run(
-                store, scenario, bundle.detector, n_states, bundle.data.training.transient_s
-            )
+        scored = score_runs(
+            stores, scenario, bundle.detector, n_states, bundle.data.training.transient_s
+        )
+        for r, store, result in zip(run, stores, scored.pop("runs"), strict=True):
             machine = store.meta().get("machine")  # lab runs say what they were measured on
             doc = {
                 "scenario": scenario.name,
@@ -241,15 +241,12 @@ def ic2_evaluate(
             say(f"evaluation written to {r / 'ic2-evaluation.json'}")
             docs.append(doc)
         if len(run) > 1:
-            together = score_runs(
-                stores, scenario, bundle.detector, n_states, bundle.data.training.transient_s
-            )
             pooled = {
                 "scenario": scenario.name,
                 "run_dirs": [str(r) for r in run],
                 "model": str(_model_path(model)),
                 "trained_on": bundle.meta.model_dump(mode="json"),
-                **together,
+                **scored,
                 "runs": {d["run_dir"]: {k: d[k] for k in SCORE_KEYS} for d in docs},
             }
             _print_runs(pooled)

@@ -422,7 +422,22 @@ def score_run(
 ) -> dict[str, Any]:
     """``tree``'s verdicts on every interfered instance of a recorded run, scored against
     the labels of the scenario's events: the metrics over all of them, and per instance."""
-    return score_runs([store], scenario, tree, states, transient_s)
+    one: dict[str, Any] = score_runs([store], scenario, tree, states, transient_s)["runs"][0]
+    return one
+
+
+Verdicts = tuple[list[int], list[int], list[tuple[list[float], list[int], Timeline]]]
+"""Labels, verdicts, and each run's (interval ends, verdicts, timeline): what ``score`` reads."""
+
+
+def _scored(
+    v: Verdicts, per_instance: dict[str, Verdicts], states: Literal[2, 5]
+) -> dict[str, Any]:
+    return {
+        **score(v[0], v[1], v[2], states),
+        "states": states,
+        "instances": {iid: score(*x, states) for iid, x in per_instance.items()},
+    }
 
 
 def score_runs(
@@ -433,38 +448,34 @@ def score_runs(
     transient_s: float = TRANSIENT_S,
 ) -> dict[str, Any]:
     """``score_run`` over several recorded runs of ``scenario`` together: the metrics over
-    every interfered instance of every run (each run on its own clock), and per instance over
-    the runs."""
+    every interfered instance of every run (each run on its own clock) and per instance over
+    the runs, and under ``runs`` each run's own ``score_run``; the tree reads each run once."""
     timelines = interfered_instances(scenario)
     if not timelines:
         raise InputError(
             scenario.name,
             [Problem("events", "start no antagonist on an instance's host: nothing to detect")],
         )
-    y_true: list[int] = []
-    y_pred: list[int] = []
-    runs = []
-    mine: dict[str, tuple[list[int], list[int], list[Any]]] = {}
+    every: Verdicts = ([], [], [])
+    every_instance: dict[str, Verdicts] = {}
+    per_run = []
     for store in stores:
+        run: Verdicts = ([], [], [])
+        run_instance: dict[str, Verdicts] = {}
         for iid, tl in timelines.items():
             obs = store.observations(iid)
             end = np.array([o.time_s for o in obs], dtype=float)
             width = np.array([o.interval_s for o in obs], dtype=float)
-            truth = label_intervals(end, width, tl, transient_s, transient_s)
-            pred = tree.predict(feature_matrix(obs, tree.features, tree.window_intervals))
-            one = (end.tolist(), pred.tolist(), tl)
-            y_true += truth.tolist()
-            y_pred += pred.tolist()
-            runs.append(one)
-            t, p, r = mine.setdefault(iid, ([], [], []))
-            t += truth.tolist()
-            p += pred.tolist()
-            r.append(one)
-    return {
-        **score(y_true, y_pred, runs, states),
-        "states": states,
-        "instances": {iid: score(t, p, r, states) for iid, (t, p, r) in mine.items()},
-    }
+            truth = label_intervals(end, width, tl, transient_s, transient_s).tolist()
+            pred = tree.predict(feature_matrix(obs, tree.features, tree.window_intervals)).tolist()
+            clock = (end.tolist(), pred, tl)
+            run_instance[iid] = (truth, pred, [clock])
+            for acc in (run, every, every_instance.setdefault(iid, ([], [], []))):
+                acc[0].extend(truth)
+                acc[1].extend(pred)
+                acc[2].append(clock)
+        per_run.append(_scored(run, run_instance, states))
+    return _scored(every, every_instance, states) | {"runs": per_run}
 
 
 # -- the cost ablation on a campaign's data ------------------------------------------------------
