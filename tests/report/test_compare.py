@@ -59,6 +59,12 @@ def test_the_settled_window_and_the_worst_instance_per_phase(tmp_path: Path) -> 
     # settled from 41 s: i1's 40 ms answers sent at 41..59 plus the 80 ms one
     assert noisy["worst_mean_rt_s"] == pytest.approx((19 * 0.040 + 0.080) / 20)
     assert noisy["meets_target"] is True
+    # every answered request of the window, whichever instance served it: 19 from each
+    # instance sent at 41..59 (10 and 40 ms) and the 80 ms one
+    assert noisy["requests"] == {"i0": 19, "i1": 20}
+    assert noisy["all_mean_rt_s"] == pytest.approx((19 * 0.010 + 19 * 0.040 + 0.080) / 39)
+    # of the 39 sorted, position 0.95 x 38 = 36.1 lies between two 40 ms answers
+    assert noisy["all_p95_rt_s"] == pytest.approx(0.040)
 
 
 # Phases: base [0, 50), noisy [50, 100). Interval 1 s, boot 10 s, probe period 2 s:

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from quell.cli import app
 from quell.errors import InputError
-from quell.report.prima_results import data_files, render, validation_section
+from quell.report.prima_results import data_files, lab_section, render, validation_section
 from tests.cli.inprocess import assert_refused, run_quell
 
 
@@ -75,6 +75,23 @@ def _lab(scenario: str, rt_ms: dict[str, dict[str, float]]) -> dict[str, object]
             for name, per in rt_ms.items()
         },
     }
+
+
+def test_lab_section_counts_each_instances_requests_and_every_request_where_recorded() -> None:
+    """A comparison written since the counts were recorded: PRIMA serves everything on i1, so
+    the interfered instance has no mean of its own and the every-request row compares them."""
+    c = _lab("prima-table3-vs-lc", {"prima": {"i1": 12.2}, "lc": {"i1": 9.7, "i2": 22.0}})
+    extra = {
+        "prima": ({"i1": 1233}, 12.2, 27.4),
+        "lc": ({"i1": 685, "i2": 548}, 15.2, 42.1),
+    }
+    for name, (count, mean_ms, p95_ms) in extra.items():
+        phase = c["policies"][name]["phases"][0]  # type: ignore[index]
+        phase |= {"requests": count, "all_mean_rt_s": mean_ms / 1e3, "all_p95_rt_s": p95_ms / 1e3}
+    text = "\n".join(lab_section(c, "data/table3-vs-lc-lab-comparison.json"))
+    assert "| prima | i1 12.2 (1233) (from 19 s) |" in text
+    assert "| lc | i1 9.7 (685), i2 22.0 (548) (from 19 s) |" in text
+    assert "| prima | 12.2 / 27.4 |" in text and "| lc | 15.2 / 42.1 |" in text
 
 
 def _sim(scenario: str, slo_pct: float) -> dict[str, object]:

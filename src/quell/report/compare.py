@@ -14,6 +14,10 @@ policy's mitigations have settled, "boot delay + 2 periods" after each:
 
 Within the window, each instance's mean response time is computed from the client-side requests
 it answered; a policy *meets the target* in a phase when every instance's settled mean is ≤ R_th.
+Beside the per-instance means stand how many requests each answered and the mean and 95th
+percentile over every answered request in the window: what the users felt, whichever instance
+served them (a policy that takes an interfered instance out of service has no mean there, and
+its requests count where they were served).
 Beside it stands the machine's CPU steal over the window: the lab is itself often a cloud VM,
 and a window whose steal averaged over ``STEAL_SUSPECT_PCT`` is named under the table.
 """
@@ -60,17 +64,23 @@ def run_phases(scenario: Scenario, run_dir: Path) -> dict[str, Any]:
     for (name, lo, end), steal_pct in zip(windows, steal, strict=True):
         sel = ok & (done >= lo) & (done < end)
         per: dict[str, float] = {}
+        count: dict[str, int] = {}
         for server in sorted(set(req["server"][sel].tolist())):
             if server:
                 m = sel & (req["server"] == server)
                 per[server] = float(req["latency_s"][m].mean())
+                count[server] = int(m.sum())
         worst = max(per.values()) if per else None
+        answered = req["latency_s"][sel]
         phases.append(
             {
                 "phase": name,
                 "settled_from_s": lo,
                 "end_s": end,
                 "mean_rt_s": per,
+                "requests": count,
+                "all_mean_rt_s": float(answered.mean()) if answered.size else None,
+                "all_p95_rt_s": float(np.quantile(answered, 0.95)) if answered.size else None,
                 "worst_mean_rt_s": worst,
                 "meets_target": None if target is None or worst is None else worst <= target,
                 "steal_pct": steal_pct,

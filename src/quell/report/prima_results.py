@@ -123,6 +123,8 @@ def _check_policies(c: dict[str, Any], source: str, kind: type, what: str) -> No
 
 
 def lab_section(c: dict[str, Any], source: str) -> list[str]:
+    if "repeats" in c:
+        return repeats_section(c, source)
     _check_policies(c, source, dict, "a `lab compare`")
     target = c.get("target_rt_s")
     names = list(c["policies"])
@@ -155,19 +157,68 @@ def lab_section(c: dict[str, Any], source: str) -> list[str]:
         )
     out += [
         "",
-        "Each instance's settled mean RT (ms), and where the settled window starts:",
+        "Each instance's settled mean RT (ms) with, where recorded, the requests it answered, and "
+        "where the settled window starts:",
         "",
         "| policy | " + " | ".join(phases) + " |",
         "|---|" + "---|" * len(phases),
     ]
     for name in names:
         cells = [
-            (", ".join(f"{i} {rt * 1e3:.1f}" for i, rt in p["mean_rt_s"].items()) or "-")
+            (", ".join(_instance_cell(p, i, rt) for i, rt in p["mean_rt_s"].items()) or "-")
             + f" (from {p['settled_from_s']:.0f} s)"
             for p in c["policies"][name]["phases"]
         ]
         out.append(f"| {name} | " + " | ".join(cells) + " |")
+    every = [p for r in c["policies"].values() for p in r["phases"]]
+    if every and all(p.get("all_mean_rt_s", None) is not None for p in every):
+        out += [
+            "",
+            "Every answered request in the settled window, whichever instance served it: mean / "
+            "95th percentile (ms):",
+            "",
+            "| policy | " + " | ".join(phases) + " |",
+            "|---|" + "---:|" * len(phases),
+        ]
+        for name in names:
+            cells = [
+                f"{p['all_mean_rt_s'] * 1e3:.1f} / {p['all_p95_rt_s'] * 1e3:.1f}"
+                for p in c["policies"][name]["phases"]
+            ]
+            out.append(f"| {name} | " + " | ".join(cells) + " |")
     return [*out, ""]
+
+
+def repeats_section(c: dict[str, Any], source: str) -> list[str]:
+    """A ``lab compare --repeats`` summary: per policy and phase, how many repeats met R_th,
+    and each figure's mean ± sd with its paired difference from the first policy."""
+    from quell.report.repeats import REPEAT_HEADERS, repeat_lines
+
+    _check_policies(c, source, list, "a `lab compare --repeats`")
+    target = c.get("target_rt_s")
+    first = c["policies"][0]["policy"]
+    out = [
+        f"## Lab: {c['scenario']}, {c['repeats']} repeats",
+        "",
+        f"Source: `{source}` (each repeat's comparison is listed in it). Per phase over the "
+        f"settled window: how many repeats met R_th = "
+        f"{_f(None if target is None else target * 1e3, '.0f')} ms, the worst instance's mean "
+        "RT, and the mean and 95th percentile over every answered request, each as mean ± sd "
+        f"over the repeats (ms), with its paired difference from {first} (per repeat, relative "
+        "to its figure; mean ± standard error, and on how many repeats lower).",
+        "",
+        "| policy | phase | " + " | ".join(REPEAT_HEADERS) + " |",
+        "|---|---|" + "---:|" * len(REPEAT_HEADERS),
+    ]
+    for policy, phase, cells in repeat_lines(c["policies"]):
+        out.append(f"| {policy} | {phase} | " + " | ".join(cells) + " |")
+    return [*out, ""]
+
+
+def _instance_cell(phase: dict[str, Any], instance: str, rt_s: float) -> str:
+    """``i1 12.2``, with the requests it answered where the file counts them: ``i1 12.2 (1233)``."""
+    n = (phase.get("requests") or {}).get(instance)
+    return f"{instance} {rt_s * 1e3:.1f}" + ("" if n is None else f" ({n})")
 
 
 def _settling(r: dict[str, Any], key: str, count: str) -> float | None:
