@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -273,6 +274,65 @@ def test_lab_compare_runs_a_stolen_run_again_and_keeps_it(tmp_path: Path) -> Non
         assert Path(kept_or_refused, "run.db").is_file()  # nothing measured is thrown away
     assert "rr noisy 0.80 %" in proc.stdout  # the warning under the table
     assert "static" not in proc.stdout.split("averaged over")[1].split("\n")[0]
+
+
+# A stand-in lab runner whose k-th call answers every request in LATENCIES[k] seconds.
+LATENCY_RUNNER = stand_in_runner(
+    """
+import json
+from quell.experiment.run import new_run_dir, prepare_run_dir
+from quell.store.run import RequestRecord
+LATENCIES = json.loads(sys.argv.pop(1))
+def run_lab(scenario, path, runs_dir, progress):
+    latency = LATENCIES.pop(0)
+    run_dir = new_run_dir(runs_dir, scenario, "lab")
+    store = prepare_run_dir(run_dir, scenario, path, "lab")
+    store.add_requests(RequestRecord(t + 0.5, latency, 200, 100, "web1") for t in range(30))
+    store.set_meta(finished_at=1.0)
+    store.close()
+    return {"run_dir": str(run_dir)}
+"""
+)
+
+
+def test_lab_compare_repeats_pairs_each_policy_with_the_first(tmp_path: Path) -> None:
+    scenario = tmp_path / "s.yaml"
+    text = VALID.read_text().replace("name: base", "name: cmp")
+    scenario.write_text(text + "policy: {name: static}\ncompare:\n  - {name: rr}\n")
+    runs = tmp_path / "runs"
+    # per repeat, static then rr: static 10, 12, 14 ms; rr 20, 18, 28 ms
+    latencies = json.dumps([0.010, 0.020, 0.012, 0.018, 0.014, 0.028])
+    proc = quell(
+        latencies,
+        "lab",
+        "compare",
+        "--repeats",
+        "3",
+        "--runs-dir",
+        runs,
+        "--json",
+        scenario,
+        code=LATENCY_RUNNER,
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["repeats"] == 3 and len(result["per_repeat"]) == 3
+    for each in result["per_repeat"]:  # every repeat written on its own as it finished
+        assert json.loads(Path(each).read_text())["policies"].keys() == {"static", "rr"}
+    static, rr = result["policies"]
+    assert [static["policy"], rr["policy"]] == ["static", "rr"]
+    noisy = {p["phase"]: p for p in rr["phases"]}["noisy"]
+    assert noisy["worst_mean_rt_s"]["mean"] == pytest.approx(0.022)
+    assert noisy["worst_mean_rt_s"]["sd"] == pytest.approx(math.sqrt((4 + 16 + 36) / 2) / 1e3)
+    # rr - static per repeat: 10, 6, 14 ms (sd 4 ms); +100, +50, +100 % (sd 28.87 %)
+    vs = noisy["all_mean_rt_s_vs_first"]
+    assert vs["s"]["mean"] == pytest.approx(0.010)
+    assert vs["s"]["se"] == pytest.approx(0.004 / math.sqrt(3))
+    assert vs["pct"]["mean"] == pytest.approx(250 / 3)
+    assert vs["pct"]["se"] == pytest.approx(math.sqrt(2500 / 3) / math.sqrt(3))
+    assert vs["lower_on"] == 0 and vs["of"] == 3
+    assert {p["phase"]: p for p in static["phases"]}["noisy"]["all_mean_rt_s_vs_first"] is None
+    assert "+83.3±16.7%" in proc.stdout
 
 
 def test_lab_compare_refuses_bad_steal_options_before_running(tmp_path: Path) -> None:

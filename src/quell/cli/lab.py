@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -58,13 +58,26 @@ def lab_compare(
             help="Runs of one policy at most; past them the least stolen run is kept.",
         ),
     ] = 2,
+    repeats: Annotated[
+        int,
+        typer.Option(
+            "--repeats",
+            min=1,
+            max=20,
+            help="Run every policy this many times, one repeat after another, and give each "
+            "policy's spread and its paired difference from the first.",
+        ),
+    ] = 1,
 ) -> None:
     """Run the scenario once per policy (its ``policy`` then each of ``compare``) and print
     them side by side; each run gets its own directory and HTML report. A run the machine's
-    own CPU steal spoiled is run again (``--attempts``) and kept on disk."""
+    own CPU steal spoiled is run again (``--attempts``) and kept on disk. With ``--repeats``
+    N, all of that N times, each repeat's comparison written as it finishes, then per phase
+    each policy's mean ± sd over the repeats and its paired difference from the first."""
     from quell.cli.console import emit_json, out_console, progress_bar, say
-    from quell.experiment.compare import compare_in_lab
+    from quell.experiment.compare import compare_in_lab, compare_repeats_in_lab
     from quell.report.compare import compare_table
+    from quell.report.repeats import print_repeat_summary
     from quell.scenario import load_scenario
 
     scenario = load_scenario(path)
@@ -76,16 +89,30 @@ def lab_compare(
             style="yellow",
         )
 
-    result, out = compare_in_lab(
-        scenario,
-        path,
-        runs_dir,
-        max_steal_pct,
-        attempts,
-        progress=functools.partial(progress_bar, scenario.duration_s),
-        on_refused=refused,
-    )
-    compare_table(result, out_console, max_steal_pct)
+    bar = functools.partial(progress_bar, scenario.duration_s)
+    if repeats > 1:
+
+        def one_repeat(k: int, doc: dict[str, Any]) -> None:
+            compare_table(doc, out_console, max_steal_pct)
+            say(f"repeat {k} of {repeats} written beside its runs")
+
+        result, out = compare_repeats_in_lab(
+            scenario,
+            path,
+            runs_dir,
+            repeats,
+            max_steal_pct,
+            attempts,
+            progress=bar,
+            on_refused=refused,
+            on_repeat=one_repeat,
+        )
+        print_repeat_summary(scenario.name, result["policies"], out_console)
+    else:
+        result, out = compare_in_lab(
+            scenario, path, runs_dir, max_steal_pct, attempts, progress=bar, on_refused=refused
+        )
+        compare_table(result, out_console, max_steal_pct)
     say(f"comparison written to {out}")
     if as_json:
         emit_json(result)

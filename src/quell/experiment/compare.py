@@ -248,6 +248,64 @@ def compare_in_lab(
     return _written(out, result), out
 
 
+def compare_repeats_in_lab(
+    scenario: Scenario,
+    path: Path,
+    runs_dir: Path,
+    repeats: int,
+    max_steal_pct: float,
+    attempts: int,
+    progress: Callable[[str], AbstractContextManager[ProgressFn]] = lambda label: no_progress(),
+    on_refused: Callable[[str, Path], None] = lambda key, run_dir: None,
+    on_repeat: Callable[[int, dict[str, Any]], None] = lambda k, doc: None,
+) -> tuple[dict[str, Any], Path]:
+    """The lab comparison ``repeats`` times, every policy once per repeat, each repeat written
+    as it finishes (``repeat-K/…/comparison.json``), then each policy's spread per phase and
+    its paired difference from the first policy (``report/repeats.py``) in the comparison
+    directory's own ``comparison.json``. ``on_repeat(k, doc)`` sees each repeat's document."""
+    from quell.report.repeats import repeat_summary
+    from quell.signals.machine import read_machine
+
+    policy_runs(scenario, path.parent)  # bad params: nothing runs
+    cmp_dir = new_run_dir(runs_dir, scenario, "lab-compare")
+    cmp_dir.mkdir(parents=True)
+    docs: list[dict[str, Any]] = []
+    files: list[str] = []
+    for k in range(1, repeats + 1):
+
+        def show(label: str, k: int = k) -> AbstractContextManager[ProgressFn]:
+            return progress(f"repeat {k}/{repeats}: {label}")
+
+        doc, out = compare_in_lab(
+            scenario, path, cmp_dir / f"repeat-{k}", max_steal_pct, attempts, show, on_refused
+        )
+        docs.append(doc)
+        files.append(str(out))
+        on_repeat(k, doc)
+    summary = {
+        "scenario": scenario.name,
+        "comparison_dir": str(cmp_dir),
+        "target_rt_s": docs[0]["target_rt_s"],
+        "settle_s": docs[0]["settle_s"],
+        "repeats": repeats,
+        "policies": repeat_summary(docs),
+        "per_repeat": files,
+        "stolen": _merged_stolen(docs),
+        "machine": read_machine().as_dict(),
+    }
+    out = cmp_dir / COMPARISON_FILE
+    return _written(out, summary), out
+
+
+def _merged_stolen(docs: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """Every run that the machine's CPU steal spoiled, per policy, over all repeats."""
+    stolen: dict[str, list[str]] = {}
+    for doc in docs:
+        for key, dirs in doc["stolen"].items():
+            stolen.setdefault(key, []).extend(dirs)
+    return stolen
+
+
 def _written(path: Path, doc: dict[str, Any]) -> dict[str, Any]:
     """``doc``, once written to ``path`` as indented JSON."""
     path.write_text(json.dumps(doc, indent=2) + "\n")
