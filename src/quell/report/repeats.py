@@ -24,20 +24,15 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from quell.report.seeds import spread
+
 FIGURES = ("worst_mean_rt_s", "all_mean_rt_s", "all_p95_rt_s")
 """The per-phase figures summarised over the repeats."""
 
 
-def _spread(values: Sequence[float]) -> dict[str, float | None]:
-    n = len(values)
-    mean = sum(values) / n
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else None
-    return {"mean": mean, "sd": sd, "min": min(values), "max": max(values)}
-
-
 def _se(values: Sequence[float]) -> dict[str, float | None]:
     """Mean and standard error (sd / √n; ``None`` from one value)."""
-    s = _spread(values)
+    s = spread(values)
     return {"mean": s["mean"], "se": None if s["sd"] is None else s["sd"] / math.sqrt(len(values))}
 
 
@@ -70,7 +65,7 @@ def repeat_summary(docs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             }
             for key in FIGURES:
                 values = [float(p[key]) for p in mine if p.get(key) is not None]
-                row[key] = _spread(values) if values else None
+                row[key] = spread(values) if values else None
                 pairs = [
                     (float(a[key]), float(b[key]))
                     for a, b in zip(mine, theirs, strict=True)

@@ -28,7 +28,8 @@ _PAIRED = ("slo_pct", "slo_all_pct", "instance_seconds")
 (``<stat>_vs_first``)."""
 
 
-def _spread(values: Sequence[float]) -> dict[str, float | None]:
+def spread(values: Sequence[float]) -> dict[str, float | None]:
+    """Mean, sample sd (``None`` from one value), min and max."""
     n = len(values)
     mean = sum(values) / n
     sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else None
@@ -47,7 +48,7 @@ def _paired(
     ]
     if name == first or not pairs:
         return None
-    d = _spread([a - b for a, b in pairs])
+    d = spread([a - b for a, b in pairs])
     se = None if d["sd"] is None else d["sd"] / math.sqrt(len(pairs))
     return {
         "mean": d["mean"],
@@ -72,7 +73,7 @@ def seed_summary(docs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         row: dict[str, Any] = {"policy": name, "seeds": len(docs)}
         for key in _STATS:
             values = [float(s[name][key]) for s in by_seed if s[name].get(key) is not None]
-            row[key] = _spread(values) if values else None
+            row[key] = spread(values) if values else None
         for key in _PAIRED:
             row[f"{key}_vs_first"] = _paired(by_seed, name, first, key)
         rows.append(row)
