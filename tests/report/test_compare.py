@@ -152,6 +152,10 @@ def test_each_settled_window_carries_the_machines_steal_and_the_table_names_the_
     compare_table(result, Console(file=buf, width=200))
     text = buf.getvalue()
     assert "steal %" in text and "1.22" in text
+    # every request: the noisy window [66, 100) holds 4 answers of 40 ms and 30 of 10 ms, and
+    # the 95th percentile (position 0.95 x 33 = 31.35 of the 34 sorted) is a 40 ms one
+    assert "every answered request" in text
+    assert f"{(4 * 40 + 30 * 10) / 34:.1f} / 40.0" in text
     note = steal_note(result)
     assert note is not None and "lsf noisy 1.22 %" in note and "base" not in note
     assert "rr" not in note.split(":")[1]

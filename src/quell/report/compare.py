@@ -160,6 +160,21 @@ def compare_table(
             "-" if steal is None else f"{steal:.2f}",
         )
     console.print(t)
+    every = [p for r in result["policies"].values() for p in r["phases"]]
+    if every and all(p.get("all_mean_rt_s") is not None for p in every):
+        e = Table(title="every answered request in the settled window: mean / p95 ms")
+        e.add_column("policy")
+        for ph in phases:
+            e.add_column(ph, justify="right")
+        for name in names:
+            e.add_row(
+                name,
+                *(
+                    f"{p['all_mean_rt_s'] * 1e3:.1f} / {p['all_p95_rt_s'] * 1e3:.1f}"
+                    for p in result["policies"][name]["phases"]
+                ),
+            )
+        console.print(e)
     note = steal_note(result, bound_pct)
     if note is not None:
         console.print(f"[yellow]{note}[/]", highlight=False)
