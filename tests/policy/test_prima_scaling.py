@@ -171,6 +171,30 @@ def test_scale_out_adds_the_whole_shortfall_at_once_and_counts_it_while_booting(
     assert d.detail["planned_capacity_pct"] == pytest.approx(7 * CAP0, abs=0.5)
 
 
+def test_no_scaling_and_no_vote_while_the_windows_warm_up(tmp_path: Path) -> None:
+    # U_max 45 %: 50 % is a shortfall from the first interval. Without a warm-up and with
+    # W = 0 the first interval scales out.
+    plain = policy(tmp_path, 1, wait_intervals=0)
+    assert adds(plain.decide(at(10, obs(10, "i1", 50.0, 50.0)))) == ["n1"]
+    # With warmup_intervals = 2 and W = 1 the first two intervals set weights only and are not
+    # votes: the third is the first vote (waiting 1/2), the fourth scales out. i2 behind a
+    # neighbour (U_total 90 %) has less capacity, so the weights move during the warm-up too.
+    p = policy(tmp_path, 2, wait_intervals=1, warmup_intervals=2)
+
+    def load(t: float) -> Snapshot:
+        return at(t, obs(t, "i1", 50.0, 50.0), obs(t, "i2", 50.0, 90.0))
+
+    d = p.decide(load(10))
+    assert adds(d) == [] and "warming up (1/2)" in d.reason
+    weights = {a.instance_id: a.weight for a in d.actions if isinstance(a, SetWeight)}
+    assert weights["i1"] > weights["i2"]
+    d = p.decide(load(20))
+    assert adds(d) == [] and "warming up (2/2)" in d.reason
+    d = p.decide(load(30))
+    assert adds(d) == [] and "waiting (1/2)" in d.reason
+    assert adds(p.decide(load(40))) != []
+
+
 def test_a_shortfall_that_noise_interrupts_still_scales_out(tmp_path: Path) -> None:
     # W = 2: a shortfall in 3 of the last 5 intervals (and now) acts; one in 2 of 5 does not.
     p = policy(tmp_path, 1, wait_intervals=2)

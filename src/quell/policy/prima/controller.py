@@ -134,6 +134,8 @@ class PrimaPolicy:
         self.now_s_ = 0.0
         self.idle_: dict[str, int] = {}
         """Intervals in a row each instance has had no capacity left for requests."""
+        self.intervals_ = 0
+        """Intervals decided on so far (``warmup_intervals``)."""
 
     def _use(self, model: CapacityModel) -> None:
         """Plan with ``model`` from now on (``rt_scale``: the model of the factor in force)."""
@@ -260,6 +262,16 @@ class PrimaPolicy:
         """Weights ∝ capacity every interval; scale out after a lasting shortfall (sooner when
         the measured response times show it: ``urgent``), or go on to see whether fewer
         instances would do, and watch the instances that keep serving."""
+        self.intervals_ += 1
+        warmup = self.params.warmup_intervals
+        if self.intervals_ <= warmup:
+            weights = self.account_.weights(now.ids, now.u_max, now.u_int, now.total_u)
+            weighting = self.account_.weighting(now.u_max, now.total_u)
+            reason = (
+                f"{now.state}: warming up ({self.intervals_}/{warmup}), not scaling until the "
+                f"windows fill; {weighting}"
+            )
+            return Decision(weights, reason=reason, detail=now.detail)
         if urgent:
             now.detail["urgent"] = True
         self.scale_out_.observe(plan.shortfall, urgent)

@@ -19,6 +19,12 @@ class PrimaParams(BaseModel):
     steady one after W further intervals; one that noise interrupts is not reset by it)."""
     scale_in_wait_intervals: Annotated[int, Field(ge=0, le=100)] | None = None
     """Same for scale-in (default: ``wait_intervals``)."""
+    warmup_intervals: Annotated[int, Field(ge=0, le=1000)] = 0
+    """The first this many intervals PRIMA sets weights but neither scales nor counts them
+    toward a scale-out or scale-in: its windows (``sf_window`` probe samples,
+    ``util_window`` intervals) hold fewer readings than they are sized for, and the first
+    readings of a starting service and probe are its start-up, not its load (the lab demo,
+    docs/prima.md, eighth pass)."""
     scale_in_headroom: Annotated[float, Field(ge=0, le=10)] = 0.10
     """Scale in only to instances whose capacities exceed U × (1 + this): the band between
     scaling out (U > ΣU_max) and in keeps the controller from flapping."""
