@@ -160,24 +160,37 @@ def compare_table(
             "-" if steal is None else f"{steal:.2f}",
         )
     console.print(t)
-    every = [p for r in result["policies"].values() for p in r["phases"]]
-    if every and all(p.get("all_mean_rt_s") is not None for p in every):
+    every = every_request_rows(result)
+    if every is not None:
         e = Table(title="every answered request in the settled window: mean / p95 ms")
         e.add_column("policy")
         for ph in phases:
             e.add_column(ph, justify="right")
-        for name in names:
-            e.add_row(
-                name,
-                *(
-                    f"{p['all_mean_rt_s'] * 1e3:.1f} / {p['all_p95_rt_s'] * 1e3:.1f}"
-                    for p in result["policies"][name]["phases"]
-                ),
-            )
+        for name, cells in every:
+            e.add_row(name, *cells)
         console.print(e)
     note = steal_note(result, bound_pct)
     if note is not None:
         console.print(f"[yellow]{note}[/]", highlight=False)
+
+
+def every_request_rows(result: dict[str, Any]) -> list[tuple[str, list[str]]] | None:
+    """Per policy, ``mean / p95`` (ms) over every answered request in each phase's settled
+    window; ``None`` for a comparison written before those were recorded."""
+    policies = result["policies"]
+    every = [p for r in policies.values() for p in r["phases"]]
+    if not every or any(p.get("all_mean_rt_s") is None for p in every):
+        return None
+    return [
+        (
+            name,
+            [
+                f"{p['all_mean_rt_s'] * 1e3:.1f} / {p['all_p95_rt_s'] * 1e3:.1f}"
+                for p in r["phases"]
+            ],
+        )
+        for name, r in policies.items()
+    ]
 
 
 def steal_note(result: dict[str, Any], bound_pct: float = STEAL_SUSPECT_PCT) -> str | None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from quell.core.files import load_json
 from quell.errors import InputError, Problem
+from quell.report.compare import every_request_rows
 from quell.report.misses import PLACE_TEXT, PLACES, MissBreakdown, ceiling_text
 
 VALIDATION_GLOB = "*.validation.json"
@@ -170,8 +171,8 @@ def lab_section(c: dict[str, Any], source: str) -> list[str]:
             for p in c["policies"][name]["phases"]
         ]
         out.append(f"| {name} | " + " | ".join(cells) + " |")
-    every = [p for r in c["policies"].values() for p in r["phases"]]
-    if every and all(p.get("all_mean_rt_s", None) is not None for p in every):
+    every = every_request_rows(c)
+    if every is not None:
         out += [
             "",
             "Every answered request in the settled window, whichever instance served it: mean / "
@@ -180,12 +181,7 @@ def lab_section(c: dict[str, Any], source: str) -> list[str]:
             "| policy | " + " | ".join(phases) + " |",
             "|---|" + "---:|" * len(phases),
         ]
-        for name in names:
-            cells = [
-                f"{p['all_mean_rt_s'] * 1e3:.1f} / {p['all_p95_rt_s'] * 1e3:.1f}"
-                for p in c["policies"][name]["phases"]
-            ]
-            out.append(f"| {name} | " + " | ".join(cells) + " |")
+        out += [f"| {name} | " + " | ".join(cells) + " |" for name, cells in every]
     return [*out, ""]
 
 
