@@ -231,3 +231,47 @@ def test_an_apache_that_does_not_resume_is_restarted_gracefully_with_the_last_go
     assert pair.calls == ["apache2 -t -f", "apache2 -k graceful", "apache2 -k graceful"]
     assert pair.layout.httpd_conf.read_text() == START.httpd
     assert pair.now == pytest.approx(4.0, abs=0.2)  # two settle timeouts, no more
+
+
+def test_a_pid_file_being_written_is_a_server_starting_not_one_that_exited(pair: Pair) -> None:
+    # php-fpm creates its pid file, then writes it: read in between, it is empty.
+    pair.layout.httpd_pid_file.write_text("")
+    pair.layout.php_fpm_pid_file.write_text("")
+    written = {"apache": "100\n", "php-fpm": "200"}  # php-fpm writes no newline
+
+    def sleep(seconds: float) -> None:
+        pair.now += seconds
+        for part, text in written.items():
+            pair.layout.pid_file(part).write_text(text)
+
+    server = ApacheServer(
+        pair.layout,
+        START,
+        lambda path: "",
+        pair.restart,
+        settle_timeout_s=2.0,
+        proc_root=pair.proc,
+        monotonic=lambda: pair.now,
+        sleep=sleep,
+        run=pair.run,
+        kill=pair.kill,
+    )
+    assert server.pid("apache") is None
+    assert server.read_back(WANT) == WANT
+    assert pair.now == pytest.approx(0.05)  # one poll: it waited for the write
+    assert (server.pid("apache"), server.pid("php-fpm")) == (100, 200)
+
+
+@pytest.mark.parametrize(("part", "who"), [("apache", "its parent"), ("php-fpm", "its master")])
+def test_a_pid_file_naming_an_exited_process_is_a_server_that_exited(
+    pair: Pair, part: Part, who: str
+) -> None:
+    server = pair.server()
+    pair.process(100 if part == "apache" else 200, "Z", [])
+    with pytest.raises(ComponentError) as caught:
+        server.read_back(WANT, mark=0)
+    said = str(caught.value)
+    assert said.startswith(f"{part}: not running ({who} exited)"), said
+    if part == "apache":  # with the end of its log
+        assert "its log ends '[mpm_worker:notice]" in said, said
+        assert said.endswith("resuming normal operations'"), said

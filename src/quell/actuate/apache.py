@@ -65,6 +65,8 @@ RESUMED = "configured -- resuming normal operations"
 NOT_ALLOWED = "not allowed during restart"
 """What Apache logs when a restart cannot change a setting (ServerLimit, ThreadLimit)."""
 MAX_LOG_BYTES = 1 << 20
+LOG_TAIL_BYTES = 400
+"""How much of Apache's log an error quotes."""
 STEADY_POLLS = 3
 """Polls in a row that must show the new worker count (old children can still be counted for a
 moment after a graceful restart)."""
@@ -310,21 +312,31 @@ class ApacheServer:
         self.kill = kill
 
     # -- what runs ---------------------------------------------------------------------------
-    def pid(self, part: Part) -> int | None:
-        """The pid in ``part``'s pid file, if it names a running process."""
+    def _named(self, part: Part) -> int | None:
+        """The pid ``part``'s pid file names; None while there is none: no file yet, or an
+        empty one (php-fpm creates its pid file, then writes it; Apache renames a whole one
+        into place)."""
         try:
-            pid = int(self.layout.pid_file(part).read_text().split()[0])
+            return int(self.layout.pid_file(part).read_text().split()[0])
         except (OSError, ValueError, IndexError):
             return None
-        return pid if process_running(pid, self.proc_root) else None
+
+    def pid(self, part: Part) -> int | None:
+        """The pid in ``part``'s pid file, if it names a running process."""
+        pid = self._named(part)
+        return pid if pid is not None and process_running(pid, self.proc_root) else None
 
     def _running(self, part: Part) -> int | None:
-        """``part``'s pid once it runs; None while it starts (no pid file yet); raises when
-        its pid file names a process that has exited."""
-        pid = self.pid(part)
-        if pid is None and self.layout.pid_file(part).exists():
-            what = "its parent" if part == "apache" else "its master"
-            raise ComponentError(part, f"not running ({what} exited)")
+        """``part``'s pid once it runs; None while it starts (no whole pid file yet); raises
+        when its pid file names a process that has exited."""
+        pid = self._named(part)
+        if pid is None:
+            return None
+        if not process_running(pid, self.proc_root):
+            if part == "php-fpm":
+                raise ComponentError(part, "not running (its master exited)")
+            tail = self.log_since(max(0, self.log_mark() - LOG_TAIL_BYTES)).strip()
+            raise ComponentError(part, f"not running (its parent exited); its log ends {tail!r}")
         return pid
 
     def status(self) -> ApacheStatus:
