@@ -110,7 +110,7 @@ def compare_in_sim(
 
         env = SimEnvironment(scn, base_dir=base, schedule=schedule)
         run_dir = cmp_dir / name
-        store = prepare_run_dir(run_dir, scn, None, env.name)
+        store = prepare_run_dir(run_dir, scn, None, env.name, base)
         (run_dir / "scenario.yaml").write_text(scenario_yaml(scn))
         try:
             summary = run_scenario(scn, env, policy, store, step)

@@ -134,11 +134,20 @@ def new_run_dir(root: Path, scenario: Scenario, environment: str) -> Path:
 
 
 def prepare_run_dir(
-    run_dir: Path, scenario: Scenario, scenario_path: Path | None, environment: str
+    run_dir: Path,
+    scenario: Scenario,
+    scenario_path: Path | None,
+    environment: str,
+    base_dir: Path | None = None,
 ) -> RunStore:
+    """A new run store in ``run_dir`` with the scenario and, as ``scenario_dir``, the directory
+    its relative paths (model files) resolve in: ``base_dir``, else the scenario file's."""
     store = RunStore.create(run_dir)
     if scenario_path is not None:
         shutil.copyfile(scenario_path, run_dir / "scenario.yaml")
+    base = base_dir if base_dir is not None else scenario_path.parent if scenario_path else None
+    if base is not None:
+        store.set_meta(scenario_dir=str(base.resolve()))
     store.set_meta(
         scenario=scenario.name,
         environment=environment,
