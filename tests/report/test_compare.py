@@ -119,6 +119,7 @@ def test_windows_open_after_the_phase_start_or_the_last_addition_settles(tmp_pat
     assert base["worst_mean_rt_s"] == pytest.approx(0.040) and base["meets_target"] is False
     assert noisy["worst_mean_rt_s"] == pytest.approx(0.010) and noisy["meets_target"] is True
     assert out["scaling_actions"] == 3
+    assert (base["scaling_actions"], noisy["scaling_actions"]) == (0, 3)  # 55, 60 and 95 s
     # Without additions the noisy window opens at 50 + 16 = 66 s and takes 4 slow seconds in.
     noisy = run_phases(SCENARIO, _store(tmp_path / "q", [], slow_until_s=70.0))["phases"][1]
     assert noisy["settled_from_s"] == 66.0
@@ -131,6 +132,12 @@ def test_an_addition_too_late_to_settle_in_its_phase_is_left_out(tmp_path: Path)
     noisy = out["phases"][1]
     assert noisy["settled_from_s"] == 66.0 and noisy["meets_target"] is True
     assert noisy["worst_mean_rt_s"] == pytest.approx((4 * 0.040 + 30 * 0.010) / 34)
+
+
+def test_a_scaling_action_counts_in_the_phase_of_the_interval_it_closes(tmp_path: Path) -> None:
+    # Decided at 50 s, on the interval (40, 50]: the base phase's; at 50.5 s, the noisy one's.
+    out = run_phases(SCENARIO, _store(tmp_path / "r", [50.0, 50.5], slow_until_s=0.0))
+    assert [p["scaling_actions"] for p in out["phases"]] == [1, 2]  # and the removal at 95 s
 
 
 def test_each_settled_window_carries_the_machines_steal_and_the_table_names_the_suspect(

@@ -24,6 +24,7 @@ def _doc(rt_ms: dict[str, tuple[float, float | None]], target_s: float = 0.013) 
         }
         if every is not None:
             phase |= {"all_mean_rt_s": every / 1e3, "all_p95_rt_s": 2 * every / 1e3}
+            phase["scaling_actions"] = int(worst > 20.0)
         policies[name] = {"phases": [phase]}
     return {"policies": policies}
 
@@ -48,6 +49,8 @@ def test_paired_differences_and_targets_met_over_three_repeats() -> None:
     assert worst["lower_on"] == 1 and worst["of"] == 3
     assert prima["phases"][0]["worst_mean_rt_s_vs_first"] is None
     assert lc["phases"][0]["all_p95_rt_s"]["max"] == pytest.approx(0.030)
+    assert lc["phases"][0]["scaling_actions"] == [1, 0, 0]  # each repeat's, in order
+    assert prima["phases"][0]["scaling_actions"] == [0, 0, 0]
 
 
 def test_repeats_from_before_every_request_was_counted_pair_only_what_they_have() -> None:
@@ -61,6 +64,7 @@ def test_repeats_from_before_every_request_was_counted_pair_only_what_they_have(
     assert row["all_mean_rt_s"]["sd"] is None  # one repeat measured it
     assert row["all_mean_rt_s_vs_first"]["of"] == 1
     assert row["all_mean_rt_s_vs_first"]["s"]["se"] is None
+    assert row["scaling_actions"] == [None, 0]  # not recorded then
 
 
 def test_repeats_that_compare_other_policies_are_refused() -> None:
@@ -83,5 +87,5 @@ def test_results_page_section_for_repeats() -> None:
     text = "\n".join(lab_section(c, "data/x-lab-comparison.json"))
     assert "## Lab: prima-table3-vs-lc, 2 repeats" in text
     # lc's worst: 22.0 ± 2.8 ms; +100 and +66.7 % over PRIMA: +83.3 ± 16.7 %
-    assert "| lc | noisy | 0/2 | 22.0 ± 2.8 | +83.3 ± 16.7 % (0/2 lower) |" in text
-    assert "| prima | noisy | 2/2 | 12.0 ± 0.0 | - |" in text
+    assert "| lc | noisy | 0/2 | 1 0 | 22.0 ± 2.8 | +83.3 ± 16.7 % (0/2 lower) |" in text
+    assert "| prima | noisy | 2/2 | 0 0 | 12.0 ± 0.0 | - |" in text

@@ -50,8 +50,9 @@ def settle_s(scenario: Scenario) -> float:
 
 
 def run_phases(scenario: Scenario, run_dir: Path) -> dict[str, Any]:
-    """Per phase: settled mean RT of each instance, whether all met the target, and the
-    machine's CPU steal over the window (``None`` where the environment measures none)."""
+    """Per phase: settled mean RT of each instance, whether all met the target, the machine's
+    CPU steal over the window (``None`` where the environment measures none), and the scaling
+    actions the policy asked for in the phase (all of it, not only the settled window)."""
     target = scenario.target.mean_rt_s if scenario.target else None
     with RunStore.open(run_dir) as store:
         req = store.request_arrays()
@@ -60,8 +61,13 @@ def run_phases(scenario: Scenario, run_dir: Path) -> dict[str, Any]:
         steal = [store.steal_pct(lo, end) for _, lo, end in windows]
     done = req["send_s"] + np.nan_to_num(req["latency_s"], nan=0.0)
     ok = ~np.isnan(req["latency_s"])
+    scaled_s = [
+        t for t, _, _, actions in decisions for a in actions if a.get("type") in SCALING_TYPES
+    ]
     phases = []
-    for (name, lo, end), steal_pct in zip(windows, steal, strict=True):
+    for (name, lo, end), steal_pct, (_, start, stop) in zip(
+        windows, steal, scenario.phases(), strict=True
+    ):
         sel = ok & (done >= lo) & (done < end)
         per: dict[str, float] = {}
         count: dict[str, int] = {}
@@ -84,17 +90,16 @@ def run_phases(scenario: Scenario, run_dir: Path) -> dict[str, Any]:
                 "worst_mean_rt_s": worst,
                 "meets_target": None if target is None or worst is None else worst <= target,
                 "steal_pct": steal_pct,
+                # a decision at t closes the interval (t - Δ, t]: it belongs where t - Δ does
+                "scaling_actions": sum(start < t <= stop for t in scaled_s),
             }
         )
-    scaling = [
-        a for _, _, _, actions in decisions for a in actions if a.get("type") in SCALING_TYPES
-    ]
     all_ok = ~np.isnan(req["latency_s"])
     measured = [s for s in steal if s is not None]
     return {
         "run_dir": str(run_dir),
         "phases": phases,
-        "scaling_actions": len(scaling),
+        "scaling_actions": len(scaled_s),
         "mean_rt_s": float(req["latency_s"][all_ok].mean()) if all_ok.any() else None,
         "errors": int((~all_ok).sum()),
         "max_steal_pct": max(measured) if measured else None,

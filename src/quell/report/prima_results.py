@@ -198,8 +198,9 @@ def repeats_section(c: dict[str, Any], source: str) -> list[str]:
         "",
         f"Source: `{source}` (each repeat's comparison is listed in it). Per phase over the "
         f"settled window: how many repeats met R_th = "
-        f"{_f(None if target is None else target * 1e3, '.0f')} ms, the worst instance's mean "
-        "RT, and the mean and 95th percentile over every answered request, each as mean ± sd "
+        f"{_f(None if target is None else target * 1e3, '.0f')} ms, the scaling actions the "
+        "policy asked for in the whole phase in each repeat (`-`: not recorded), the worst "
+        "instance's mean RT, and the mean and 95th percentile over every answered request, each as mean ± sd "
         f"over the repeats (ms), with its paired difference from {first} (per repeat, relative "
         "to its figure; mean ± standard error, and on how many repeats lower).",
         "",

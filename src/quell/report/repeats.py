@@ -38,7 +38,7 @@ def _se(values: Sequence[float]) -> dict[str, float | None]:
 
 def repeat_summary(docs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Per policy (in the first document's order) and phase: how many repeats met the target,
-    each figure's mean, sample sd, min and max over the repeats that measured it, and its
+    each repeat's scaling actions in the phase (``None`` where not recorded), each figure's mean, sample sd, min and max over the repeats that measured it, and its
     paired difference from the first policy (``<figure>_vs_first``: mean and standard error
     in seconds, the same relative to the first policy's figure in per cent, and on how many
     repeats this policy's was lower). Every document must compare the same policies over the
@@ -62,6 +62,7 @@ def repeat_summary(docs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 "phase": phase,
                 "repeats": len(docs),
                 "met": sum(p.get("meets_target") is True for p in mine),
+                "scaling_actions": [p.get("scaling_actions") for p in mine],
             }
             for key in FIGURES:
                 values = [float(p[key]) for p in mine if p.get(key) is not None]
@@ -106,15 +107,23 @@ def _vs(stat: Mapping[str, Any] | None, compact: bool = False) -> str:
     return f"{pct['mean']:+.1f}{se} % ({stat['lower_on']}/{stat['of']} lower)"
 
 
+def _counts(counts: Sequence[int | None] | None) -> str:
+    """Each repeat's count, ``0 0 1`` (``-`` for a repeat recorded before they were counted)."""
+    if not counts:
+        return "-"
+    return " ".join("-" if c is None else str(c) for c in counts)
+
+
 def repeat_lines(
     rows: Sequence[Mapping[str, Any]], figures: Sequence[str] = FIGURES, compact: bool = False
 ) -> list[tuple[str, str, list[str]]]:
-    """(policy, phase, cells) per row of the repeats table: repeats that met R_th, then for
-    each of ``figures`` its mean ± sd (ms) and its paired difference from the first policy."""
+    """(policy, phase, cells) per row of the repeats table: repeats that met R_th, each
+    repeat's scaling actions in the phase, then for each of ``figures`` its mean ± sd (ms) and
+    its paired difference from the first policy."""
     out = []
     for row in rows:
         for p in row["phases"]:
-            cells = [f"{p['met']}/{p['repeats']}"]
+            cells = [f"{p['met']}/{p['repeats']}", _counts(p.get("scaling_actions"))]
             for key in figures:
                 cells += [
                     _ms(p[key], "±" if compact else " ± "),
@@ -126,6 +135,7 @@ def repeat_lines(
 
 REPEAT_HEADERS = (
     "met",
+    "scaling",
     "worst ms",
     "vs first",
     "every request ms",
@@ -147,7 +157,7 @@ def print_repeat_summary(
         title=f"{scenario}, {n} repeats: mean±sd ms; vs {first}: paired, mean±se",
         title_justify="left",
     )
-    for header in ("policy", "phase", "met", "worst", "vs", "all", "vs"):
+    for header in ("policy", "phase", "met", "scaling", "worst", "vs", "all", "vs"):
         left = header in ("policy", "phase")
         table.add_column(header, justify="left" if left else "right", no_wrap=True)
     for policy, phase, cells in repeat_lines(rows, FIGURES[:2], compact=True):
