@@ -1,5 +1,6 @@
 """The SF estimator's median equals numpy's nanmedian to the bit; an interval's probe reading
-keeps every download that completed in it."""
+keeps every download that completed in it; a probe table's spread per level, and the estimator's
+confidence gate on it, against hand-computed figures."""
 
 from __future__ import annotations
 
@@ -74,3 +75,49 @@ def test_a_jump_in_the_probe_time_starts_the_window_again() -> None:
     assert jumped == pytest.approx([0.1, 0.15, 0.5, 3.0, 2.5, 5.0 / 3.0])
     plain = feed(SeverityEstimator(sb.probe_table(), 3), sfs)
     assert plain == pytest.approx([0.1, 0.15, 0.5, 4.4 / 3.0, 6.2 / 3.0, 5.0 / 3.0])
+
+
+def test_a_table_s_spread_is_each_level_s_sample_deviation_over_its_mean() -> None:
+    from quell.probe.table import ProbeTable, TrainingLevel
+
+    low = (0.9, 1.0, 1.1, 1.0)  # sd 0.08165 (ddof 1) over mean 1.0
+    high = (1.0, 2.0, 3.0)  # sd 1 over mean 2
+    table = ProbeTable().fit(
+        [TrainingLevel(40.0, high), TrainingLevel(10.0, low), TrainingLevel(70.0, (5.0,))]
+    )
+    spread = table.spread_levels()
+    assert spread[:2] == pytest.approx([np.std(low, ddof=1) / 1.0, 0.5], rel=1e-12)
+    assert spread[2] == 0.0  # one sample: no spread known
+
+
+def test_with_a_confidence_only_an_estimate_above_z_standard_errors_counts() -> None:
+    from quell.probe.severity import SeverityEstimator
+    from quell.probe.table import ProbeTable, TrainingLevel
+
+    # Two levels whose samples scatter by 8.9 % of their mean (sd 0.0894 over mean 1.0).
+    level = (0.9, 1.1, 0.9, 1.1, 1.0, 1.0)
+    sd = float(np.std(level, ddof=1))
+    table = ProbeTable().fit([TrainingLevel(10.0, level), TrainingLevel(50.0, level)])
+    u = np.array([30.0])
+
+    def feed(est: SeverityEstimator, sfs: list[float]) -> list[float]:
+        out = []
+        for sf in sfs:
+            est.add(["i1"], np.array([1.0 + sf]), u)
+            out.append(float(est.get(["i1"])[0]))
+        return out
+
+    gated = SeverityEstimator(table, 4, confidence_z=2.0)
+    # standard error of a mean of k samples: sd √k / k; z = 2: 2 sd, then 2 sd / √2, ...
+    got = feed(gated, [0.10, 0.10, 0.10, 0.10, 0.12, 0.12, 0.12])
+    thresholds = [2 * sd / np.sqrt(k) for k in (1, 2, 3, 4, 4, 4, 4)]
+    assert thresholds[3] == pytest.approx(sd)  # four samples: one sd, 0.0894
+    means = [0.10, 0.10, 0.10, 0.10, 0.105, 0.11, 0.115]
+    assert got == pytest.approx(
+        [m if m > t else 0.0 for m, t in zip(means, thresholds, strict=True)]
+    )
+    assert got == pytest.approx([0.0, 0.0, 0.0, 0.10, 0.105, 0.11, 0.115])
+    plain = feed(SeverityEstimator(table, 4), [0.10, 0.10, 0.10])
+    assert plain == pytest.approx([0.10, 0.10, 0.10])  # without it every estimate counts
+    with pytest.raises(ValueError, match="confidence_z"):
+        SeverityEstimator(table, 4, confidence_z=-1.0)

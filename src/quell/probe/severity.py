@@ -65,6 +65,13 @@ class SeverityEstimator:
     per period, which may be longer than the control interval). With ``window`` = 1 the estimate
     is the last sample. ``fresh_`` names the instances whose probe reported in the last update.
 
+    ``confidence_z`` (``None``: off): the window's estimate counts only where it exceeds what
+    the probe's own scatter gives in isolation at z standard errors: its samples' spread
+    (``ProbeTable.spread_levels`` at each sample's U, σ_k) makes the standard error of their
+    mean √(Σσ_k²)/n; an estimate at or below z times that reads 0, one above it reads as it is.
+    At a handful of samples per window the service's own requests, which a probe meets or not,
+    read as a neighbour of several per cent of a link; a neighbour that matters reads far above.
+
     ``jump`` (``None``: off): a sample whose probe time, relative to R_iso, exceeds the window's
     by more than the factor 1 + ``jump`` ((1 + SF_sample) > (1 + SF_window)(1 + jump)) starts
     the window again from that sample: a neighbour that has just arrived is read at once rather
@@ -77,18 +84,24 @@ class SeverityEstimator:
         window: int = 1,
         estimator: str = "mean",
         jump: float | None = None,
+        confidence_z: float | None = None,
     ) -> None:
         if window < 1:
             raise ValueError(f"window must be at least 1, not {window}")
+        if confidence_z is not None and confidence_z < 0:
+            raise ValueError(f"confidence_z must be at least 0, not {confidence_z}")
         if estimator not in ("mean", "median"):
             raise ValueError(f"estimator must be 'mean' or 'median', not {estimator!r}")
         self.table = table
         self.window = window
         self.estimator = estimator
         self.jump = jump
+        self.confidence_z = confidence_z
+        self._levels_sd = table.spread_levels() if confidence_z is not None else None
         self._fresh: Sequence[str] = ()
         self._row: dict[str, int] = {}
         self._samples = np.full((0, window), np.nan)  # ring buffer of R_P / R_iso − 1 per row
+        self._var = np.full((0, window), np.nan)  # each sample's σ² (confidence_z only)
         self._seen = np.zeros(0, dtype=np.int64)  # samples taken per row
         self._sf = np.full(0, np.nan)  # current estimate per row (NaN: no sample yet)
 
@@ -107,6 +120,7 @@ class SeverityEstimator:
         row.update(zip(new, range(start, start + len(new)), strict=True))
         grow = len(new)
         self._samples = np.vstack([self._samples, np.full((grow, self.window), np.nan)])
+        self._var = np.vstack([self._var, np.full((grow, self.window), np.nan)])
         self._seen = np.concatenate([self._seen, np.zeros(grow, dtype=np.int64)])
         self._sf = np.concatenate([self._sf, np.full(grow, np.nan)])
         return self._lookup(ids)
@@ -129,16 +143,24 @@ class SeverityEstimator:
             ]
             if jumped.size:
                 self._samples[jumped] = np.nan
+                self._var[jumped] = np.nan
                 self._seen[jumped] = 0
-        self._samples[r, self._seen[r] % self.window] = excess_now
+        slot = self._seen[r] % self.window
+        self._samples[r, slot] = excess_now
         self._seen[r] += 1
         block = self._samples[r]
+        count = np.minimum(self._seen[r], self.window)
         if self.window == 1:
             excess = block[:, 0]
         elif self.estimator == "mean":
-            excess = _mean_of_samples(block, np.minimum(self._seen[r], self.window))
+            excess = _mean_of_samples(block, count)
         else:
             excess = _median_of_samples(block)
+        if self._levels_sd is not None and self.confidence_z is not None:
+            sd = np.interp(np.asarray(util_pct, dtype=float), self.table.util_pct_, self._levels_sd)
+            self._var[r, slot] = sd * sd
+            se = np.sqrt(np.where(np.isnan(self._var[r]), 0.0, self._var[r]).sum(axis=1)) / count
+            excess = np.where(excess > self.confidence_z * se, excess, 0.0)
         self._sf[r] = np.maximum(excess, 0.0)  # Eq. 1: a window no slower than isolation reads 0
         return sf
 
@@ -167,6 +189,7 @@ class SeverityEstimator:
         live = [i for i in self._row if i in keep]
         r = np.asarray([self._row[i] for i in live], dtype=np.int64)
         self._samples, self._seen, self._sf = self._samples[r], self._seen[r], self._sf[r]
+        self._var = self._var[r]
         self._row = {i: k for k, i in enumerate(live)}
 
     @property

@@ -84,6 +84,17 @@ class ProbeTable:
             np.interp(np.asarray(util_pct, dtype=float), self.util_pct_, self.r_iso_s_)
         )
 
+    def spread_levels(self) -> np.ndarray:
+        """Per level, the standard deviation of one probe sample over the level's mean,
+        recovered from its confidence interval: width / mean = 2 t σ / (√n mean). A level of
+        fewer than two samples has none known: 0."""
+        from scipy import stats  # slow to import; a controller asks once
+
+        n = self.samples_.astype(float)
+        t = stats.t.ppf(0.5 + self.confidence / 2.0, np.maximum(n - 1.0, 1.0))
+        sd = self.ci_ratio_ * np.sqrt(n) / (2.0 * t)
+        return np.asarray(np.where((n >= 2) & np.isfinite(sd), sd, 0.0))
+
     def out_of_range(self, util_pct: np.ndarray | float) -> np.ndarray:
         u = np.asarray(util_pct, dtype=float)
         return np.asarray((u < self.util_pct_[0]) | (u > self.util_pct_[-1]))

@@ -70,7 +70,11 @@ class PrimaPolicy:
         self.fleet_ = Fleet.from_context(ctx)
         self.inputs_ = Inputs(
             SeverityEstimator(
-                bundle.probe_table, params.sf_window, params.sf_estimator, params.sf_jump
+                bundle.probe_table,
+                params.sf_window,
+                params.sf_estimator,
+                params.sf_jump,
+                params.sf_confidence_z,
             ),
             UtilWindow(params.util_window) if params.util_window > 1 else None,
             ctx.initial_instances,

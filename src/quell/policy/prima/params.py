@@ -54,6 +54,10 @@ class PrimaParams(BaseModel):
     """How the window's samples make one SF: ``mean``, Eq. 1 on their mean probe time, as the
     profile reads a model cell; ``median``, the median of their SFs, which one outlying sample
     moves less but which reads a skewed probe time low (``SeverityEstimator``)."""
+    sf_confidence_z: Annotated[float, Field(ge=0, le=10)] | None = None
+    """An SF estimate counts only above this many standard errors of the probe's own scatter
+    in isolation (the profile's spread at each sample's U, over the window's samples); at or
+    below, it reads 0 (``SeverityEstimator``). ``None``: every estimate counts, as the paper."""
     util_window: Annotated[int, Field(ge=1, le=100)] = 1
     """U of an instance (and the total load): mean of its last this many intervals' utilisations
     (1: this interval's, as the paper with its 10 s period). The probe's SF is always read at
