@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from quell.core.action import AddInstance, Decision, SetWeight
@@ -57,6 +58,17 @@ class Wants:
         return Decision(tuple(self.actions), "wants", {})
 
 
+RIGS: list[Rig] = []
+"""The rigs a test made, whose environments (and their HTTP clients) its teardown closes."""
+
+
+@pytest.fixture(autouse=True)
+def _close_rigs() -> Iterator[None]:
+    yield
+    while RIGS:
+        RIGS.pop().env.close()
+
+
 class Rig:
     def __init__(self, prom: FakePrometheus, run_dir: Path, policy: Any, apply: bool) -> None:
         self.prom = prom
@@ -73,6 +85,7 @@ class Rig:
             open_log=lambda: self.log,  # type: ignore[arg-type,return-value]
         )
         self.ctl = Controller(self.cfg, self.env, policy, self.store, apply=apply)
+        RIGS.append(self)
 
     def start(self, offset_s: float = 0.0) -> None:
         self.clock.sleep_until(offset_s)
@@ -332,3 +345,14 @@ def test_ic2_runs_live_on_what_the_live_environment_observes(
     assert set(rows) == {"a", "b"}
     assert all(rows[i]["verdict"] in ("NI", "T", "I") for i in rows), rows
     assert rows["a"]["rt_s"] == pytest.approx(0.004)
+
+
+def test_closing_the_environment_closes_the_prometheus_client_it_was_given(
+    prom: FakePrometheus,
+) -> None:
+    http = httpx.Client(timeout=2.0, trust_env=False)
+    env = LiveEnvironment(
+        config(prom.url), PrometheusClient(prom.url, client=http), FakeRuntime({"a": "ready"})
+    )
+    env.close()  # never started: its connections go all the same
+    assert http.is_closed

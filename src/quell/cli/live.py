@@ -107,10 +107,7 @@ def live_run(
         if server is not None:
             server.shutdown()
             server.server_close()
-        env.close()
-        prom.close()
-        if agents is not None:
-            agents.close()
+        env.close()  # and the Prometheus and agent clients with it
         decisions = store.decision_log()
         store.close()
     holds = sum(1 for d in decisions if d[2].startswith("hold:"))

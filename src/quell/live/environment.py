@@ -234,11 +234,15 @@ class LiveEnvironment:
         self._read_lb()
 
     def close(self) -> None:
+        """Close the request log and the HTTP clients it was given (their connections)."""
         if self._state == "closed":
             return
         self._state = "closed"
         if self._log is not None:
             self._log.close()
+        self.prom.close()
+        if self.agents is not None:
+            self.agents.close()
 
     # -- observing -------------------------------------------------------------------------------
     def serving(self) -> list[Member]:
