@@ -174,3 +174,33 @@ def test_a_directory_that_is_not_a_run_exits_2(tmp_path: Path) -> None:
     proc = quell("replay", str(tmp_path))
     assert proc.returncode == 2 and "not a run directory" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_names_and_reasons_are_printed_as_they_are_never_as_markup() -> None:
+    from rich.console import Console
+
+    from quell.report.replay import print_replay
+
+    step = {
+        "time_s": 10.0,
+        "phase": "[red]base",
+        "recorded": [],
+        "replayed": [{"type": "AddInstance", "instance_id": "n[1]", "host": "h1"}],
+        "recorded_reason": "",
+        "replayed_reason": "U=[bold]31[/bold] %",
+    }
+    doc = {
+        "policy": "p",
+        "changes": {"w": 2},
+        "intervals": 2,
+        "recorded_intervals": 20,
+        "same_decisions": 1,
+        "diverged_at_s": 10.0,
+        "scaling_by_phase": {"[red]base": {"recorded": 0, "replayed": 1}},
+        "steps": [step],
+    }
+    console = Console(record=True, width=200, color_system=None)
+    print_replay(doc, console)
+    text = console.export_text()
+    assert "U=[bold]31[/bold] %" in text and "[red]base" in text and "+n[1] on h1" in text
+    assert "p (w=2): 1 of 2 decisions as recorded; it first scales differently at 10.0 s" in text

@@ -40,6 +40,7 @@ def headline(doc: Mapping[str, Any]) -> str:
 def print_replay(doc: Mapping[str, Any], console: Console) -> None:
     """The headline, the scaling actions per phase, and the intervals with any."""
     from rich.table import Table
+    from rich.text import Text  # names and reasons are printed as they are, never as markup
 
     console.print(headline(doc), markup=False)
     phases = Table(
@@ -48,7 +49,7 @@ def print_replay(doc: Mapping[str, Any], console: Console) -> None:
     for header in ("phase", "recorded", "replayed"):
         phases.add_column(header, justify="left" if header == "phase" else "right")
     for phase, row in doc["scaling_by_phase"].items():
-        phases.add_row(phase, str(row["recorded"]), str(row["replayed"]))
+        phases.add_row(Text(phase), str(row["recorded"]), str(row["replayed"]))
     console.print(phases)
     if not doc["steps"]:
         return
@@ -58,9 +59,9 @@ def print_replay(doc: Mapping[str, Any], console: Console) -> None:
     for s in doc["steps"]:
         steps.add_row(
             f"{s['time_s']:.1f}",
-            s["phase"],
-            action_text(s["recorded"]),
-            action_text(s["replayed"]),
-            s["replayed_reason"],
+            Text(s["phase"]),
+            Text(action_text(s["recorded"])),
+            Text(action_text(s["replayed"])),
+            Text(s["replayed_reason"]),
         )
     console.print(steps)
