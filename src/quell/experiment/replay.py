@@ -22,6 +22,7 @@ import yaml
 
 from quell.core.action import SCALING_TYPES
 from quell.errors import InputError, Problem
+from quell.experiment.run import closing_phase
 from quell.scenario import parse_scenario
 from quell.scenario.policy import build_policy
 from quell.store.run import RunStore, action_dict
@@ -136,9 +137,6 @@ def replay_run(
         phases = scenario.phases()
         result = Replay(run_dir, spec.name, changes, phases=[p for p, _, _ in phases])
 
-        def phase_at(t: float) -> str:
-            return next((p for p, s, e in phases if s <= t - 1e-9 < e), phases[-1][0])
-
         recorded: dict[float, tuple[str, list[dict[str, Any]]]] = {}
         for t, _, reason, actions in store.decisions():
             recorded.setdefault(t, (reason, actions))
@@ -160,7 +158,8 @@ def replay_run(
             result.same_decisions += reason == was_reason and actions == was_actions
             was, now = _scaling(was_actions), _scaling(actions)
             if was or now:
-                step = Step(snap.time_s, phase_at(snap.time_s), was, now, was_reason, reason)
+                phase = closing_phase(phases, snap.time_s)
+                step = Step(snap.time_s, phase, was, now, was_reason, reason)
                 result.steps.append(step)
             if was != now:
                 result.diverged_at_s = snap.time_s

@@ -133,6 +133,13 @@ def new_run_dir(root: Path, scenario: Scenario, environment: str) -> Path:
     return unique_run_dir(root, f"{environment}-{scenario.name}")
 
 
+def closing_phase(phases: Sequence[tuple[str, float, float]], time_s: float) -> str:
+    """The phase of the interval a snapshot taken at ``time_s`` closes: the one the instant
+    just before ``time_s`` falls in (the last phase from its end on)."""
+    t = time_s - 1e-9
+    return next((name for name, start, end in phases if start <= t < end), phases[-1][0])
+
+
 def prepare_run_dir(
     run_dir: Path,
     scenario: Scenario,
@@ -173,15 +180,12 @@ def run_scenario(
     # checked once: isinstance against a runtime-checkable protocol inspects the class each time
     requests = environment if isinstance(environment, RequestSource) else None
 
-    def phase_at(t: float) -> str:
-        return next((name for name, s, e in phases if s <= t < e), phases[-1][0])
-
     def on_snapshot(snap: Snapshot) -> None:
         store.add_snapshot(snap)
         if requests is not None:
             store.add_requests(requests.take_requests())
         store.commit()
-        progress(snap.time_s, phase_at(snap.time_s - 1e-9))
+        progress(snap.time_s, closing_phase(phases, snap.time_s))
 
     def on_decision(t: float, d: Decision) -> None:
         store.add_decision(t, policy.name, d)

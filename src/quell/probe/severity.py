@@ -159,7 +159,7 @@ class SeverityEstimator:
         if self._levels_sd is not None and self.confidence_z is not None:
             sd = np.interp(np.asarray(util_pct, dtype=float), self.table.util_pct_, self._levels_sd)
             self._var[r, slot] = sd * sd
-            se = np.sqrt(np.where(np.isnan(self._var[r]), 0.0, self._var[r]).sum(axis=1)) / count
+            se = np.sqrt(np.nansum(self._var[r], axis=1)) / count
             excess = np.where(excess > self.confidence_z * se, excess, 0.0)
         self._sf[r] = np.maximum(excess, 0.0)  # Eq. 1: a window no slower than isolation reads 0
         return sf

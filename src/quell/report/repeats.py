@@ -38,11 +38,11 @@ def _se(values: Sequence[float]) -> dict[str, float | None]:
 
 def repeat_summary(docs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Per policy (in the first document's order) and phase: how many repeats met the target,
-    each repeat's scaling actions in the phase (``None`` where not recorded), each figure's mean, sample sd, min and max over the repeats that measured it, and its
-    paired difference from the first policy (``<figure>_vs_first``: mean and standard error
-    in seconds, the same relative to the first policy's figure in per cent, and on how many
-    repeats this policy's was lower). Every document must compare the same policies over the
-    same phases."""
+    each repeat's scaling actions in the phase (``None`` where not recorded), each figure's
+    mean, sample sd, min and max over the repeats that measured it, and its paired difference
+    from the first policy (``<figure>_vs_first``: mean and standard error in seconds, the same
+    relative to the first policy's figure in per cent, and on how many repeats this policy's
+    was lower). Every document must compare the same policies over the same phases."""
     if not docs:
         return []
     names = list(docs[0]["policies"])
