@@ -154,6 +154,20 @@ def test_one_noisy_probe_moves_the_mean_by_its_share_and_the_median_not(
         assert rows["i2"]["u_max_pct"] < rows["i1"]["u_max_pct"]
 
 
+def test_with_the_sf_gate_the_log_shows_each_window_and_its_threshold(tmp_path: Path) -> None:
+    gated = policy(tmp_path, 2, wait_intervals=0, sf_window=3, sf_confidence_z=2.33)
+    plain = policy(tmp_path, 2, wait_intervals=0, sf_window=3)
+    snaps = [at(10 * k, obs(10 * k, "i1", 30, 30), obs(10 * k, "i2", 30, 60)) for k in (1, 2)]
+    for s in snaps:
+        rows = instance_rows(gated.decide(s).detail)
+        assert "sf_window" not in instance_rows(plain.decide(s).detail)["i1"]
+    for iid in ("i1", "i2"):
+        window, gate = rows[iid]["sf_window"], rows[iid]["sf_gate"]
+        assert gate is not None and gate >= 0.0
+        assert rows[iid]["sf"] == pytest.approx(window if window > gate else 0.0)
+    assert rows["i2"]["sf_window"] == pytest.approx(sb.sf_of_total(60))
+
+
 # -- scale out by the shortfall --------------------------------------------------------------
 def test_scale_out_adds_the_whole_shortfall_at_once_and_counts_it_while_booting(
     tmp_path: Path,

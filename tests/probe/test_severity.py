@@ -117,7 +117,17 @@ def test_with_a_confidence_only_an_estimate_above_z_standard_errors_counts() -> 
         [m if m > t else 0.0 for m, t in zip(means, thresholds, strict=True)]
     )
     assert got == pytest.approx([0.0, 0.0, 0.0, 0.10, 0.105, 0.11, 0.115])
+    # what the decision log shows: the last window before the gate, and its threshold
+    window, gate = gated.gate(["i1", "i9"])
+    assert window[0] == pytest.approx(0.115) and gate[0] == pytest.approx(sd)
+    assert np.isnan(window[1]) and np.isnan(gate[1])  # never reported
+    gated.add(["i2"], np.array([1.10]), u)
+    gated.forget({"i2"})
+    window, gate = gated.gate(["i2", "i1"])
+    assert window[0] == pytest.approx(0.10) and gate[0] == pytest.approx(2 * sd)
+    assert np.isnan(window[1])  # forgotten
     plain = feed(SeverityEstimator(table, 4), [0.10, 0.10, 0.10])
+    assert np.isnan(SeverityEstimator(table, 4).gate(["i1"])[1]).all()  # gate off
     assert plain == pytest.approx([0.10, 0.10, 0.10])  # without it every estimate counts
     with pytest.raises(ValueError, match="confidence_z"):
         SeverityEstimator(table, 4, confidence_z=-1.0)

@@ -104,6 +104,8 @@ class SeverityEstimator:
         self._var = np.full((0, window), np.nan)  # each sample's σ² (confidence_z only)
         self._seen = np.zeros(0, dtype=np.int64)  # samples taken per row
         self._sf = np.full(0, np.nan)  # current estimate per row (NaN: no sample yet)
+        self._window = np.full(0, np.nan)  # the window's estimate before the gate
+        self._gate = np.full(0, np.nan)  # z standard errors there (NaN: gate off)
 
     def _lookup(self, ids: Sequence[str]) -> NDArray[np.int64]:
         """The row of each id (-1 for an id not tracked)."""
@@ -123,6 +125,8 @@ class SeverityEstimator:
         self._var = np.vstack([self._var, np.full((grow, self.window), np.nan)])
         self._seen = np.concatenate([self._seen, np.zeros(grow, dtype=np.int64)])
         self._sf = np.concatenate([self._sf, np.full(grow, np.nan)])
+        self._window = np.concatenate([self._window, np.full(grow, np.nan)])
+        self._gate = np.concatenate([self._gate, np.full(grow, np.nan)])
         return self._lookup(ids)
 
     def add(
@@ -160,7 +164,9 @@ class SeverityEstimator:
             sd = np.interp(np.asarray(util_pct, dtype=float), self.table.util_pct_, self._levels_sd)
             self._var[r, slot] = sd * sd
             se = np.sqrt(np.nansum(self._var[r], axis=1)) / count
-            excess = np.where(excess > self.confidence_z * se, excess, 0.0)
+            self._window[r] = excess
+            self._gate[r] = self.confidence_z * se
+            excess = np.where(excess > self._gate[r], excess, 0.0)
         self._sf[r] = np.maximum(excess, 0.0)  # Eq. 1: a window no slower than isolation reads 0
         return sf
 
@@ -181,6 +187,17 @@ class SeverityEstimator:
         out[has] = self._sf[r[has]]
         return out
 
+    def gate(self, ids: Sequence[str]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """With ``confidence_z``: each id's window estimate before the gate and the threshold
+        it had to exceed (z standard errors), as of its last sample; NaN where the gate is off
+        or no probe has reported."""
+        r = self._lookup(ids)
+        window, gate = np.full(len(ids), np.nan), np.full(len(ids), np.nan)
+        has = r >= 0
+        window[has] = self._window[r[has]]
+        gate[has] = self._gate[r[has]]
+        return window, gate
+
     def forget(self, keep: set[str]) -> None:
         """Drop the instances not in ``keep`` (gone from the group)."""
         gone = [i for i in self._row if i not in keep]
@@ -189,7 +206,7 @@ class SeverityEstimator:
         live = [i for i in self._row if i in keep]
         r = np.asarray([self._row[i] for i in live], dtype=np.int64)
         self._samples, self._seen, self._sf = self._samples[r], self._seen[r], self._sf[r]
-        self._var = self._var[r]
+        self._var, self._window, self._gate = self._var[r], self._window[r], self._gate[r]
         self._row = {i: k for k, i in enumerate(live)}
 
     @property

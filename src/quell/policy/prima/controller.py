@@ -252,6 +252,11 @@ class PrimaPolicy:
                 "clamped": (u_max.clamped | rt_now.clamped).tolist(),
             }
         )
+        if self.params.sf_confidence_z is not None:
+            # the window's SF before the gate, and the z standard errors it had to exceed
+            window, gate = self.inputs_.severity_.gate(ids)
+            columns["sf_window"] = _nan_to_none(window)
+            columns["sf_gate"] = _nan_to_none(gate)
         return decision
 
     def _urgent(self, rt_s: list[float | None]) -> bool:
