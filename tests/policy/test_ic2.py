@@ -230,6 +230,41 @@ def test_entering_i2_reconfigures_by_algorithm_1_and_ni2_restores_the_baseline()
     assert "entered NI2" in back[2].reason
 
 
+def test_given_directions_replace_the_knowledge_base_row() -> None:
+    # a service whose sweeps put its optimum under interference at more workers and a shorter
+    # keep-alive: MXC up, KAT down, PHP left out (stays)
+    policy = _policy(directions="+max_request_workers, -keepalive_timeout_s")
+    decisions = _run(policy, [CLEAN] * 4 + [SLOW] * 3)
+    a = _actions(decisions)[0][1]
+    # MXC 64 + 64 × 0.25 = 80; KAT 5 − 0.3 × 3 = 4.1; PHP not in the row: not in the action
+    assert a.settings == {"max_request_workers": 80, "keepalive_timeout_s": 4.1}
+    assert "entered I2 (interference, the given directions;" in decisions[6].reason
+    assert decisions[6].detail["context_change"] == "the given directions"
+    # the row's PHP direction decides which side of the baseline the interference value lies
+    down = Ic2Params.model_validate({**PARAMS, "directions": "-php_max_children"})
+    assert down.php_interference() == 2
+
+
+def test_bad_directions_are_refused_by_name(tmp_path: Path) -> None:
+    ctx = PolicyContext(interval_s=5.0, base_dir=tmp_path)
+    write_detector(tmp_path / "detector.json")
+    with pytest.raises(InputError, match="directions must name one or more settings"):
+        build_policy("ic2", {**PARAMS, "directions": " , "}, ctx)
+    with pytest.raises(InputError, match="directions") as info:
+        build_policy(
+            "ic2",
+            {
+                **PARAMS,
+                "directions": "+max_clients,php_max_children,-php_max_children,+php_max_children",
+            },
+            ctx,
+        )
+    text = str(info.value)
+    assert "'+max_clients' must be + or - and one of max_request_workers" in text
+    assert "'php_max_children' must be + or -" in text
+    assert "php_max_children is given twice" in text
+
+
 def test_the_settings_in_force_come_from_the_server_when_it_reports_them() -> None:
     reported = Settings(40, 7.0, 16)
     decisions = _run(_policy(), [CLEAN] * 4 + [SLOW] * 3, settings=reported)

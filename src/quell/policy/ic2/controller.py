@@ -129,7 +129,7 @@ class Ic2Policy:
                 reasons.append(reason)
         detail: dict[str, object] = {
             "baseline": self.baseline_.as_dict(),
-            "context_change": self.params.context_change,
+            "context_change": self.params.row_name,
             "instances": rows,
         }
         if not reasons:
@@ -200,7 +200,7 @@ class Ic2Policy:
             )
             out["algorithm_1"] = numbers
             why = (
-                f"{iid} entered I2 (interference, {self.params.context_change};"
+                f"{iid} entered I2 (interference, {self.params.row_name};"
                 f" {_evidence_words(evidence)})"
             )
         else:

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from quell.policy.ic2.knowledge import (
     KNOWLEDGE_BASE,
     PAPER_ROW,
+    SETTINGS,
     ContextChange,
     Direction,
     Setting,
@@ -68,6 +69,12 @@ class Ic2Params(BaseModel):
     context_change: ContextChange = PAPER_ROW
     """The knowledge base's row the reconfiguration follows (the paper: increased LLC miss
     rate)."""
+    directions: str | None = None
+    """A row given directly instead, comma-separated signed setting names: ``+`` moves the
+    setting up under interference, ``-`` down (``"+max_request_workers,-keepalive_timeout_s"``);
+    a setting it leaves out stays. For a service whose own sweeps (``quell ic2 sweep``) put
+    its optimum under interference where the paper's row does not point. Overrides
+    ``context_change``."""
     graceful: bool = True
     """True: reconfigure by a graceful restart (the paper's httpd-basic, ``apachectl -k
     graceful``); False: online, without restarting the workers (its httpd-online)."""
@@ -102,7 +109,17 @@ class Ic2Params(BaseModel):
 
     @property
     def row(self) -> dict[Setting, Direction]:
+        if self.directions is not None:
+            return _parse_directions(self.directions)[0]
         return dict(KNOWLEDGE_BASE[self.context_change])
+
+    @property
+    def row_name(self) -> str:
+        """What the reasons call the row: the knowledge base's context change, or "the given
+        directions"."""
+        if self.directions is not None:
+            return "the given directions"
+        return self.context_change
 
     def _step(self) -> int:
         return self.threads_per_child or 1
@@ -139,6 +156,10 @@ class Ic2Params(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> Ic2Params:
+        if self.directions is not None:
+            wrong = _parse_directions(self.directions)[1]
+            if wrong:
+                raise ValueError("; ".join(wrong))
         b = self.bounds()
         problems = []
         for name in ("max_request_workers", "keepalive_timeout_s", "php_max_children"):
@@ -162,7 +183,7 @@ class Ic2Params(BaseModel):
             way = "above" if d > 0 else "below"
             problems.append(
                 f"interference_php_max_children ({php}) must lie {way} the baseline"
-                f" ({self.php_max_children}): {self.context_change} moves it that way"
+                f" ({self.php_max_children}): {self.row_name} moves it that way"
             )
         known = {"max_request_workers", "keepalive_timeout_s", "php_max_children"}
         unknown = sorted(self.online - known)
@@ -174,6 +195,24 @@ class Ic2Params(BaseModel):
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+
+def _parse_directions(text: str) -> tuple[dict[Setting, Direction], list[str]]:
+    """``directions`` as a row, and what is wrong with it (each item by name)."""
+    row: dict[Setting, Direction] = {}
+    wrong: list[str] = []
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items:
+        wrong.append("directions must name one or more settings (or be left out)")
+    for item in items:
+        sign, name = item[:1], item[1:].strip()
+        if sign not in ("+", "-") or name not in SETTINGS:
+            wrong.append(f"directions: {item!r} must be + or - and one of {', '.join(SETTINGS)}")
+        elif name in row:
+            wrong.append(f"directions: {name} is given twice")
+        else:
+            row[name] = 1 if sign == "+" else -1
+    return row, wrong
 
 
 __all__ = ["Ic2Params"]
