@@ -43,3 +43,22 @@ def test_table4_rows_without_request_logs_keep_the_interval_columns(tmp_path: Pa
     text = page(tmp_path, {"static": row(3.9, None), "ic2": row(1.0, None)})
     assert "by send" not in text
     assert "| ic2 | 1000.0 | 0.0 | 200.0 | 0.0 | 10.0 | — | — | 0 |" in text
+
+
+def test_a_sweep_shows_its_row_for_ic2_when_it_has_one(tmp_path: Path) -> None:
+    doc = json.loads(
+        (
+            Path(__file__).resolve().parents[2] / "docs/results/data/ic2/sweep-lab-table4-mrw.json"
+        ).read_text()
+    )
+    (tmp_path / "sweep-t.json").write_text(json.dumps(doc))
+    text = render(tmp_path)
+    assert "| 64 | 56.0 * | 254.7 * |" in text
+    assert (
+        "Best value per condition: clean: 64, llc_same: 64. For IC2's row: `directions:"
+        " +max_request_workers` (best: clean 64, llc_same 64; every interfered optimum lies above"
+        " the baseline 32 (the optimum does not move from the clean 64))." in text
+    )
+    doc.pop("row")
+    (tmp_path / "sweep-t.json").write_text(json.dumps(doc))
+    assert "For IC2's row" not in render(tmp_path)  # a sweep recorded before rows

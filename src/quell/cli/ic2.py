@@ -328,6 +328,13 @@ def ic2_sweep(
         table.add_row(f"{v:g}", *cells)
     out_console.print(table)
     say(f"* best per condition; sweep.json and sweep.png in {out}")
+    kb = doc["row"]
+    item = kb["directions"]
+    say(
+        f"{escape(kb['why'])}: IC2's row for this service: directions: {item!r}"
+        if item is not None
+        else f"{escape(kb['why'])}: no direction for IC2's row"
+    )
     if as_json:
         emit_json(doc)
 

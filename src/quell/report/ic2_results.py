@@ -62,6 +62,11 @@ def _sweep(doc: dict[str, Any]) -> list[str]:
         lines.append(f"| {v:g} | " + " | ".join(cells) + " |")
     best = ", ".join(f"{c}: {doc['table'][c]['best_value']:g}" for c in conds)
     lines += ["", f"Best value per condition: {best}."]
+    kb = doc.get("row")
+    if kb is not None:
+        item = kb["directions"]
+        said = f"`directions: {item}`" if item is not None else "no direction"
+        lines[-1] += f" For IC2's row: {said} ({kb['why']})."
     return lines
 
 

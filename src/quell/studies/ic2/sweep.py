@@ -68,6 +68,16 @@ class Sweep:
     scenario_path: Path
     scenario: Scenario
 
+    def baseline_value(self) -> float | None:
+        """The setting's value on the base scenario's apache instances (their configuration
+        outside the sweep); ``None`` when they differ or there is none."""
+        values = {
+            float(getattr(inst.apache or ApacheSettings(), self.spec.setting))
+            for inst in self.scenario.instances
+            if inst.server == "apache"
+        }
+        return values.pop() if len(values) == 1 else None
+
     def points(self) -> list[tuple[str, float, int]]:
         """(condition, value, repeat) in the order they run: repeat-major, so a sweep cut short
         still has every value once; conditions inside, so a value is seen clean and under each
@@ -246,6 +256,7 @@ class Sweeper:
             "name": self.sweep.spec.name,
             "spec": self.sweep.spec.model_dump(mode="json"),
             "scenario": str(self.sweep.scenario_path),
+            "baseline_value": self.sweep.baseline_value(),
             "points": [],
         }
         write_json(path, doc)
@@ -283,6 +294,7 @@ class Sweeper:
             )
             write_json(self.out / "sweep.json", doc)
         doc["table"] = table(doc)
+        doc["row"] = row(doc)
         write_json(self.out / "sweep.json", doc)
         return doc
 
@@ -304,6 +316,51 @@ def table(doc: dict[str, Any]) -> dict[str, Any]:
             "best_mean_rt_s": round(means[best], 6) if best is not None else None,
         }
     return out
+
+
+def row(doc: dict[str, Any]) -> dict[str, Any]:
+    """Which way the setting should move under interference, read from ``doc["table"]``, two
+    ways: the paper's, from the clean optimum to each condition's (``shift``: how its Table 3
+    was built), and from the configuration outside the sweep (``doc["baseline_value"]``) to
+    each condition's optimum (``from_baseline``); each +1, −1 or 0. ``directions`` is the item
+    for IC2's ``directions`` parameter when every interfered condition's optimum lies on the
+    same side of the baseline (``None`` otherwise), ``why`` says so in words."""
+    setting = doc["spec"]["setting"]
+    clean = [c["name"] for c in doc["spec"]["conditions"] if not c["start"]]
+    tab = doc["table"]
+    clean_best = tab[clean[0]]["best_value"] if clean and clean[0] in tab else None
+    base = doc.get("baseline_value")
+    per: dict[str, dict[str, int | None]] = {}
+    for cond, r in tab.items():
+        if cond in clean or r["best_value"] is None:
+            continue
+        best = float(r["best_value"])
+        per[cond] = {
+            "shift": None if clean_best is None else _sign(best - clean_best),
+            "from_baseline": None if base is None else _sign(best - base),
+        }
+    sides = {d["from_baseline"] for d in per.values()}
+    item = None
+    if per and len(sides) == 1 and sides != {0} and sides != {None}:
+        item = ("+" if sides == {1} else "-") + setting
+    bests = ", ".join(
+        f"{c} {tab[c]['best_value']:g}" for c in tab if tab[c]["best_value"] is not None
+    )
+    if base is None:
+        why = f"best: {bests}; no single baseline to move from"
+    elif item is None:
+        why = f"best: {bests}; baseline {base:g}: the interfered optima do not all lie on one side"
+    else:
+        way = "above" if item[0] == "+" else "below"
+        why = f"best: {bests}; every interfered optimum lies {way} the baseline {base:g}"
+    shifts = {d["shift"] for d in per.values()}
+    if clean_best is not None and shifts == {0}:
+        why += f" (the optimum does not move from the clean {clean_best:g})"
+    return {"per_condition": per, "directions": item, "why": why}
+
+
+def _sign(x: float) -> int:
+    return (x > 0) - (x < 0)
 
 
 def plot(doc: dict[str, Any], path: Path) -> None:
@@ -332,4 +389,14 @@ def plot(doc: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-__all__ = ["Condition", "Sweep", "SweepSpec", "Sweeper", "load_sweep", "measure", "plot", "table"]
+__all__ = [
+    "Condition",
+    "Sweep",
+    "SweepSpec",
+    "Sweeper",
+    "load_sweep",
+    "measure",
+    "plot",
+    "row",
+    "table",
+]
