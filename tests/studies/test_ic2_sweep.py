@@ -118,6 +118,9 @@ def test_the_row_points_from_the_baseline_toward_the_interfered_optima() -> None
         "shift": -1,
         "from_baseline": 0,
     }
+    assert at["why"] == "best: clean 64, a 32; every interfered optimum is the baseline 32"
+    both = row(_doc(32, {"clean": 32, "a": 64, "b": 16}))["why"]
+    assert both.endswith("baseline 32: the interfered optima do not all lie on one side")
     none = row(_doc(None, {"clean": 64, "a": 32}))
     assert none["directions"] is None and "no single baseline" in none["why"]
 

@@ -348,6 +348,8 @@ def row(doc: dict[str, Any]) -> dict[str, Any]:
     )
     if base is None:
         why = f"best: {bests}; no single baseline to move from"
+    elif sides == {0}:
+        why = f"best: {bests}; every interfered optimum is the baseline {base:g}"
     elif item is None:
         why = f"best: {bests}; baseline {base:g}: the interfered optima do not all lie on one side"
     else:
