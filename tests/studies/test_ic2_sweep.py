@@ -112,15 +112,15 @@ def test_the_row_points_from_the_baseline_toward_the_interfered_optima() -> None
     assert paper["directions"] == "-max_request_workers"
     assert {c: d["shift"] for c, d in paper["per_condition"].items()} == {"llc": -1, "dcopy": -1}
     # optima on both sides, at the baseline, or no baseline: no direction
-    assert row(_doc(32, {"clean": 32, "a": 64, "b": 16}))["directions"] is None
+    both = row(_doc(32, {"clean": 32, "a": 64, "b": 16}))
+    assert both["directions"] is None
     at = row(_doc(32, {"clean": 64, "a": 32}))
     assert at["directions"] is None and at["per_condition"]["a"] == {
         "shift": -1,
         "from_baseline": 0,
     }
     assert at["why"] == "best: clean 64, a 32; every interfered optimum is the baseline 32"
-    both = row(_doc(32, {"clean": 32, "a": 64, "b": 16}))["why"]
-    assert both.endswith("baseline 32: the interfered optima do not all lie on one side")
+    assert both["why"].endswith("baseline 32: the interfered optima do not all lie on one side")
     none = row(_doc(None, {"clean": 64, "a": 32}))
     assert none["directions"] is None and "no single baseline" in none["why"]
 

@@ -341,7 +341,7 @@ def row(doc: dict[str, Any]) -> dict[str, Any]:
         }
     sides = {d["from_baseline"] for d in per.values()}
     item = None
-    if per and len(sides) == 1 and sides != {0} and sides != {None}:
+    if sides in ({1}, {-1}):
         item = ("+" if sides == {1} else "-") + setting
     bests = ", ".join(
         f"{c} {tab[c]['best_value']:g}" for c in tab if tab[c]["best_value"] is not None
