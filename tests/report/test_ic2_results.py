@@ -57,8 +57,27 @@ def test_a_sweep_shows_its_row_for_ic2_when_it_has_one(tmp_path: Path) -> None:
     assert (
         "Best value per condition: clean: 64, llc_same: 64. For IC2's row: `directions:"
         " +max_request_workers` (best: clean 64, llc_same 64; every interfered optimum lies above"
-        " the baseline 32 (the optimum does not move from the clean 64))." in text
+        " the baseline 32 (the optimum does not move from the clean 64); one repeat a value:"
+        " the optima's scatter is not measured)." in text
     )
     doc.pop("row")
     (tmp_path / "sweep-t.json").write_text(json.dumps(doc))
     assert "For IC2's row" not in render(tmp_path)  # a sweep recorded before rows
+
+
+def test_a_repeated_sweep_shows_each_values_range_and_whether_its_optimum_is_resolved(
+    tmp_path: Path,
+) -> None:
+    doc = json.loads(
+        (
+            Path(__file__).resolve().parents[2]
+            / "docs/results/data/ic2/sweep-lab-table4-mrw-rep.json"
+        ).read_text()
+    )
+    (tmp_path / "sweep-t.json").write_text(json.dumps(doc))
+    text = render(tmp_path)
+    # two repeats a value: the mean, then the lower and the higher
+    assert "| 128 | 23.1 (14.2–32.0) | 120.0 (53.8–186.3) |" in text
+    assert "| 64 | 26.7 (23.6–29.9) | 67.3 (63.8–70.7) * |" in text
+    assert "For IC2's row: no direction (best: clean 96, llc_same 64;" in text
+    assert "at llc_same the repeats at 64 overlap those at 128)." in text

@@ -12,7 +12,7 @@ import yaml
 
 from quell.errors import InputError
 from quell.experiment.sim import run_sim
-from quell.studies.ic2.sweep import Sweeper, load_sweep, row
+from quell.studies.ic2.sweep import Sweeper, load_sweep, measure, row, table
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = ROOT / "scenarios" / "ic2" / "sim-sweep.yaml"
@@ -86,11 +86,24 @@ def test_points_and_resume(tmp_path: Path) -> None:
         Sweeper(load_sweep(spec(tmp_path, values=[250, 400])), out, counting).run()
 
 
-def _doc(baseline: float | None, best: dict[str, float]) -> dict[str, Any]:
+def _doc(
+    baseline: float | None, best: dict[str, float], loose: dict[str, list[float]] | None = None
+) -> dict[str, Any]:
     """A finished sweep of max_request_workers whose table has ``best`` per condition, the
-    first clean."""
+    first clean, each optimum resolved by its repeats but those in ``loose`` (condition → the
+    values whose repeats overlap the optimum's)."""
     conds = [{"name": c, "start": [] if c == "clean" else [c]} for c in best]
-    table = {c: {"mean_rt_s": {}, "best_value": v, "best_mean_rt_s": 0.1} for c, v in best.items()}
+    loose = loose or {}
+    table = {
+        c: {
+            "mean_rt_s": {},
+            "best_value": v,
+            "best_mean_rt_s": 0.1,
+            "resolved": c not in loose,
+            "overlaps": loose.get(c, []),
+        }
+        for c, v in best.items()
+    }
     return {
         "spec": {"setting": "max_request_workers", "conditions": conds},
         "baseline_value": baseline,
@@ -123,6 +136,90 @@ def test_the_row_points_from_the_baseline_toward_the_interfered_optima() -> None
     assert both["why"].endswith("baseline 32: the interfered optima do not all lie on one side")
     none = row(_doc(None, {"clean": 64, "a": 32}))
     assert none["directions"] is None and "no single baseline" in none["why"]
+
+
+def test_an_optimum_its_repeats_do_not_separate_gives_no_direction() -> None:
+    # the repeated sweep of the Table 4 service (sweep-lab-table4-mrw-rep.json): under the
+    # probe 64 led on the mean, but a repeat at 128 beat one at 64; clean, 96 and 128 overlap
+    loose = row(_doc(32, {"clean": 96, "llc_same": 64}, {"clean": [128], "llc_same": [128]}))
+    assert loose["directions"] is None
+    assert loose["per_condition"] == {"llc_same": {"shift": -1, "from_baseline": 1}}
+    assert loose["why"] == (
+        "best: clean 96, llc_same 64; every interfered optimum lies above the baseline 32;"
+        " not resolved: at clean the repeats at 96 overlap those at 128;"
+        " at llc_same the repeats at 64 overlap those at 128"
+    )
+    # a loose clean optimum leaves the shift unsure, not the direction from the baseline
+    clean_only = row(_doc(32, {"clean": 96, "llc_same": 64}, {"clean": [64]}))
+    assert clean_only["directions"] == "+max_request_workers"
+    assert clean_only["why"].endswith(
+        "not resolved: at clean the repeats at 96 overlap those at 64"
+    )
+    # one repeat a value: the direction stands, and says its scatter is unknown
+    once = _doc(32, {"clean": 64, "llc_same": 64})
+    for r in once["table"].values():
+        r["resolved"] = None
+    assert row(once)["directions"] == "+max_request_workers"
+    assert row(once)["why"].endswith("; one repeat a value: the optima's scatter is not measured")
+
+
+def _points(cond: str, rts: dict[float, list[float]]) -> list[dict[str, Any]]:
+    return [
+        {"condition": cond, "value": v, "repeat": k, "mean_rt_s": rt}
+        for v, xs in rts.items()
+        for k, rt in enumerate(xs)
+    ]
+
+
+def test_the_table_resolves_an_optimum_only_when_its_repeats_beat_every_other() -> None:
+    doc = {
+        "spec": {"conditions": [{"name": "clean", "start": []}, {"name": "p", "start": ["p"]}]},
+        "points": _points("clean", {64: [0.024, 0.030], 96: [0.017, 0.024], 128: [0.014, 0.032]})
+        + _points("p", {64: [0.064, 0.071], 96: [0.072, 0.190], 128: [0.054, 0.186]}),
+    }
+    tab = table(doc)
+    clean, p = tab["clean"], tab["p"]
+    assert clean["best_value"] == 96 and clean["mean_rt_s"]["96"] == pytest.approx(0.0205)
+    assert clean["resolved"] is False and clean["overlaps"] == [64, 128]
+    assert p["best_value"] == 64 and p["resolved"] is False and p["overlaps"] == [128]
+    assert p["repeats"] == {"64": 2, "96": 2, "128": 2}
+    assert p["range_rt_s"]["96"] == [0.072, 0.19]
+    # the repeats at 64 all below every other value's: resolved
+    doc["points"] = _points("p", {64: [0.064, 0.071], 96: [0.072, 0.19], 128: [0.08, 0.186]})
+    assert table(doc)["p"]["resolved"] is True and table(doc)["p"]["overlaps"] == []
+    # a value measured once: the scatter is unknown
+    doc["points"] = _points("p", {64: [0.064, 0.071], 96: [0.19]})
+    assert table(doc)["p"]["resolved"] is None
+    assert table(doc)["clean"] == {
+        "mean_rt_s": {},
+        "best_value": None,
+        "best_mean_rt_s": None,
+        "repeats": {},
+        "range_rt_s": {},
+        "resolved": None,
+        "overlaps": [],
+    }
+
+
+def test_a_point_records_what_the_instances_took_from_their_cpus(tmp_path: Path) -> None:
+    from quell.core.observation import Observation, Snapshot
+    from quell.scenario.load import load_scenario
+    from quell.store.run import RunStore
+
+    scenario = load_scenario(ROOT / "scenarios" / "ic2" / "lab-table4.yaml")
+    with RunStore.create(tmp_path) as store:
+        for t, cpu, wait in ((1.0, 0.9, 0.5), (2.0, 0.3, 2.0), (3.0, 0.4, 4.0)):
+            o = Observation(
+                time_s=t, instance_id="web", interval_s=1.0, requests=10,
+                mean_rt_seconds=0.05, cpu_util=cpu, runqueue_wait_seconds=wait,
+            )  # fmt: skip
+            store.add_snapshot(Snapshot(t, "lab", {"web": o}))
+        store.commit()
+    with RunStore.open(tmp_path) as store:
+        m = measure(store, scenario, after_s=1.0)  # the intervals ending at 2 and 3 s
+    assert m["requests"] == 20 and m["completed_mean_rt_s"] == pytest.approx(0.05)
+    assert m["cpu_util"] == pytest.approx(0.35)
+    assert m["runqueue_wait_s_per_s"] == pytest.approx(3.0)
 
 
 def test_the_command_prints_the_row_it_reads(tmp_path: Path) -> None:

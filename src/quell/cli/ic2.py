@@ -301,6 +301,7 @@ def ic2_sweep(
     from rich.table import Table
 
     from quell.cli.console import emit_json, out_console, progress_bar, say
+    from quell.report.ic2_results import sweep_cell_ms
     from quell.studies.ic2.sweep import Sweeper, load_sweep, plot
 
     sweep = load_sweep(spec_path)
@@ -319,15 +320,9 @@ def ic2_sweep(
     for c in conds:
         table.add_column(escape(c), justify="right")
     for v in sweep.spec.values:
-        cells = []
-        for c in conds:
-            row = doc["table"][c]
-            ms = row["mean_rt_s"].get(f"{v:g}")
-            mark = " *" if row["best_value"] == v else ""
-            cells.append("-" if ms is None else f"{1e3 * ms:.1f}{mark}")
-        table.add_row(f"{v:g}", *cells)
+        table.add_row(f"{v:g}", *(sweep_cell_ms(doc["table"][c], v) for c in conds))
     out_console.print(table)
-    say(f"* best per condition; sweep.json and sweep.png in {out}")
+    say(f"(range of the repeats) * best per condition; sweep.json and sweep.png in {out}")
     kb = doc["row"]
     item = kb["directions"]
     say(

@@ -40,6 +40,18 @@ def _mark(key: str, v: Any) -> str:
     return "" if ok else " ✗"
 
 
+def sweep_cell_ms(row: dict[str, Any], value: float) -> str:
+    """A sweep table's cell: the mean response time at ``value`` in ms, the range of its
+    repeats in brackets when it has several, and * at the condition's best value."""
+    key = f"{value:g}"
+    rt = row["mean_rt_s"].get(key)
+    text = _fmt(rt, "ms")
+    if rt is not None and row.get("repeats", {}).get(key, 1) > 1:
+        lo, hi = row["range_rt_s"][key]
+        text += f" ({1e3 * lo:.1f}–{1e3 * hi:.1f})"
+    return text + (" *" if row["best_value"] == value else "")
+
+
 def _sweep(doc: dict[str, Any]) -> list[str]:
     spec = doc["spec"]
     conds = list(doc["table"])
@@ -47,18 +59,15 @@ def _sweep(doc: dict[str, Any]) -> list[str]:
         f"### {doc['name']} ({spec['environment']})",
         "",
         f"Mean response time (ms) against `{spec['setting']}`; {spec['duration_s']:g} s per point,"
-        f" measured after {spec['warmup_s']:g} s, {spec['repeats']} repeat(s); * = best.",
+        f" measured after {spec['warmup_s']:g} s, {spec['repeats']} repeat(s)"
+        + (" (their range in brackets)" if spec["repeats"] > 1 else "")
+        + "; * = best.",
         "",
         "| " + spec["setting"] + " | " + " | ".join(conds) + " |",
         "| ---: | " + " | ".join("---:" for _ in conds) + " |",
     ]
     for v in spec["values"]:
-        cells = []
-        for c in conds:
-            row = doc["table"][c]
-            rt = row["mean_rt_s"].get(f"{v:g}")
-            star = " *" if row["best_value"] == v else ""
-            cells.append(_fmt(rt, "ms") + star)
+        cells = [sweep_cell_ms(doc["table"][c], v) for c in conds]
         lines.append(f"| {v:g} | " + " | ".join(cells) + " |")
     best = ", ".join(f"{c}: {doc['table'][c]['best_value']:g}" for c in conds)
     lines += ["", f"Best value per condition: {best}."]
@@ -238,4 +247,4 @@ def render(data: Path) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-__all__ = ["GOALS", "render"]
+__all__ = ["GOALS", "render", "sweep_cell_ms"]

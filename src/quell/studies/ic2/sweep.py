@@ -193,10 +193,17 @@ def measure(store: RunStore, scenario: Scenario, after_s: float) -> dict[str, An
     response time request-weighted over the intervals, and errors. With closed-loop users the
     response time that counts (``mean_rt_s``) is the interactive response-time law's,
     R = N / X - Z: a user left without a worker for the whole window completes nothing and
-    would not weigh in a mean over completed requests, but lowers X."""
+    would not weigh in a mean over completed requests, but lowers X.
+
+    Beside it, what the instances took from their CPUs over the same window (``cpu_util``, in
+    cores, and ``runqueue_wait_s_per_s``, their threads' wait for a CPU per second, summed
+    over the instances): a neighbour whose grip on the service differs from one run to the
+    next shows there before it shows as a setting's effect."""
     ids = [i.id for i in scenario.instances if i.server == "apache"]
     n, rt_sum, errors, span = 0, 0.0, 0, 0.0
     ends: list[float] = []
+    cpu: dict[float, float] = {}
+    wait: dict[float, float] = {}
     for iid in ids:
         for o in store.observations(iid):
             if o.time_s - o.interval_s < after_s - 1e-9:
@@ -206,6 +213,10 @@ def measure(store: RunStore, scenario: Scenario, after_s: float) -> dict[str, An
             if o.mean_rt_seconds is not None and o.requests:
                 n += o.requests
                 rt_sum += o.requests * o.mean_rt_seconds
+            if o.cpu_util is not None:
+                cpu[o.time_s] = cpu.get(o.time_s, 0.0) + o.cpu_util
+            if o.runqueue_wait_seconds is not None:
+                wait[o.time_s] = wait.get(o.time_s, 0.0) + o.runqueue_wait_seconds / o.interval_s
     if ends:
         span = max(ends) - after_s
     x = n / span if span > 0 else None
@@ -220,6 +231,8 @@ def measure(store: RunStore, scenario: Scenario, after_s: float) -> dict[str, An
         "completed_mean_rt_s": rt_sum / n if n else None,
         "law_rt_s": law,
         "mean_rt_s": law if law is not None else (rt_sum / n if n else None),
+        "cpu_util": sum(cpu.values()) / len(cpu) if cpu else None,
+        "runqueue_wait_s_per_s": sum(wait.values()) / len(wait) if wait else None,
     }
 
 
@@ -300,20 +313,37 @@ class Sweeper:
 
 
 def table(doc: dict[str, Any]) -> dict[str, Any]:
-    """Per condition: the mean over repeats of the response time at each value, and the value
-    with the lowest (the optimum)."""
+    """Per condition: the mean over repeats of the response time at each value, the value with
+    the lowest (the optimum), each value's repeats and their range, and whether the optimum is
+    resolved: ``True`` when every repeat at the optimum beat every repeat at each other value
+    (the ranges do not overlap), ``False`` when some other value's range overlaps the
+    optimum's (``overlaps`` names them), ``None`` when a value has a single repeat and the
+    scatter is not measured."""
     out: dict[str, Any] = {}
     for cond in [c["name"] for c in doc["spec"]["conditions"]]:
         by_value: dict[float, list[float]] = {}
         for p in doc["points"]:
             if p["condition"] == cond and p["mean_rt_s"] is not None:
                 by_value.setdefault(p["value"], []).append(p["mean_rt_s"])
-        means = {v: sum(xs) / len(xs) for v, xs in sorted(by_value.items())}
+        by_value = dict(sorted(by_value.items()))
+        means = {v: sum(xs) / len(xs) for v, xs in by_value.items()}
         best = min(means, key=lambda v: means[v]) if means else None
+        resolved: bool | None = None
+        overlaps: list[float] = []
+        if best is not None and all(len(xs) >= 2 for xs in by_value.values()):
+            top = max(by_value[best])
+            overlaps = [v for v, xs in by_value.items() if v != best and min(xs) <= top]
+            resolved = not overlaps
         out[cond] = {
             "mean_rt_s": {f"{v:g}": round(m, 6) for v, m in means.items()},
             "best_value": best,
             "best_mean_rt_s": round(means[best], 6) if best is not None else None,
+            "repeats": {f"{v:g}": len(xs) for v, xs in by_value.items()},
+            "range_rt_s": {
+                f"{v:g}": [round(min(xs), 6), round(max(xs), 6)] for v, xs in by_value.items()
+            },
+            "resolved": resolved,
+            "overlaps": overlaps,
         }
     return out
 
@@ -324,7 +354,8 @@ def row(doc: dict[str, Any]) -> dict[str, Any]:
     was built), and from the configuration outside the sweep (``doc["baseline_value"]``) to
     each condition's optimum (``from_baseline``); each +1, −1 or 0. ``directions`` is the item
     for IC2's ``directions`` parameter when every interfered condition's optimum lies on the
-    same side of the baseline (``None`` otherwise), ``why`` says so in words."""
+    same side of the baseline and each of those optima is resolved (``table``: its repeats
+    beat those of every other value; ``None`` otherwise), ``why`` says so in words."""
     setting = doc["spec"]["setting"]
     clean = [c["name"] for c in doc["spec"]["conditions"] if not c["start"]]
     tab = doc["table"]
@@ -358,6 +389,19 @@ def row(doc: dict[str, Any]) -> dict[str, Any]:
     shifts = {d["shift"] for d in per.values()}
     if clean_best is not None and shifts == {0}:
         why += f" (the optimum does not move from the clean {clean_best:g})"
+    # an optimum that the repeats do not separate from its neighbours gives no direction
+    read = [c for c in clean[:1] if c in tab] + list(per)
+    loose = [c for c in read if tab[c].get("resolved") is False]
+    if loose:
+        if any(c in per for c in loose):
+            item = None
+        why += "; not resolved: " + "; ".join(
+            f"at {c} the repeats at {tab[c]['best_value']:g} overlap those at "
+            + ", ".join(f"{v:g}" for v in tab[c]["overlaps"])
+            for c in loose
+        )
+    elif any(tab[c].get("resolved") is None for c in read):
+        why += "; one repeat a value: the optima's scatter is not measured"
     return {"per_condition": per, "directions": item, "why": why}
 
 
@@ -366,7 +410,8 @@ def _sign(x: float) -> int:
 
 
 def plot(doc: dict[str, Any], path: Path) -> None:
-    """Response time against the setting, one line per condition (the paper's Fig. 2)."""
+    """Response time against the setting, one line per condition (the paper's Fig. 2), with
+    the range of each value's repeats as a bar when there are several."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -376,8 +421,15 @@ def plot(doc: dict[str, Any], path: Path) -> None:
     for cond, row in doc["table"].items():
         xs = [float(v) for v in row["mean_rt_s"]]
         ys = [1e3 * y for y in row["mean_rt_s"].values()]
-        if xs:
-            ax.plot(xs, ys, marker="o", label=cond)
+        if not xs:
+            continue
+        (line,) = ax.plot(xs, ys, marker="o", label=cond)
+        spans = row.get("range_rt_s", {})
+        if any(row.get("repeats", {}).get(k, 1) > 1 for k in row["mean_rt_s"]):
+            # each value's repeats, lowest to highest (a recorded sweep before ranges has none)
+            lows = [1e3 * spans[k][0] for k in row["mean_rt_s"]]
+            highs = [1e3 * spans[k][1] for k in row["mean_rt_s"]]
+            ax.vlines(xs, lows, highs, colors=line.get_color(), alpha=0.5)
     ax.set_xlabel(doc["spec"]["setting"])
     ax.set_ylabel("mean response time (ms)")
     every = [y for r in doc["table"].values() for y in r["mean_rt_s"].values() if y > 0]
