@@ -67,6 +67,35 @@ def test_the_settled_window_and_the_worst_instance_per_phase(tmp_path: Path) -> 
     assert noisy["all_p95_rt_s"] == pytest.approx(0.040)
 
 
+def test_a_request_counts_in_the_window_it_was_sent_in(tmp_path: Path) -> None:
+    # The demo's case: a drained instance's last request, sent just before the window opens
+    # and answered inside it, does not decide the phase; one sent before the phase ends counts
+    # with it even when answered after.
+    s = build_scenario(
+        n_hosts=2,
+        rate_rps=10,
+        duration_s=60,
+        interval_s=1,
+        scaling={"hosts": ["h0", "h1"], "boot_s": 5},
+        probe={"kind": "network", "period_s": 2, "size_bytes": 1000},
+        target={"mean_rt_s": 0.05},
+        events=[{"at_s": 30, "phase": "noisy"}],
+    )  # windows open 11 s into each phase: [11, 30) and [41, 60)
+    rows = [(float(t), 0.010, "i0") for t in range(60)]
+    rows += [(40.93, 0.0726, "i1"), (29.9, 0.300, "i1"), (59.99, 0.020, "i0")]
+    with RunStore.create(tmp_path / "run") as store:
+        store.add_requests(RequestRecord(t, lat, 200, 1000, srv, "") for t, lat, srv in rows)
+        store.commit()
+    base, noisy = run_phases(s, tmp_path / "run")["phases"]
+    assert noisy["requests"] == {"i0": 20} and noisy["mean_rt_s"] == {
+        "i0": pytest.approx((19 * 0.010 + 0.020) / 20)
+    }
+    assert noisy["meets_target"] is True  # i1's 72.6 ms answer at 41.0026 s is not in it
+    # sent at 29.9 s, answered at 30.2 s: the base phase's
+    assert base["requests"] == {"i0": 19, "i1": 1} and base["worst_mean_rt_s"] == 0.300
+    assert base["meets_target"] is False
+
+
 # Phases: base [0, 50), noisy [50, 100). Interval 1 s, boot 10 s, probe period 2 s:
 # settle_s = 2 x 1 + 10 + 2 x 2 = 16 s; a mitigation settles 10 + 2 x 2 = 14 s after it is asked.
 SCENARIO = build_scenario(

@@ -13,11 +13,15 @@ policy's mitigations have settled, "boot delay + 2 periods" after each:
   it. Removals and weight changes take no boot and settle within the first bound.
 
 Within the window, each instance's mean response time is computed from the client-side requests
-it answered; a policy *meets the target* in a phase when every instance's settled mean is ≤ R_th.
-Beside the per-instance means stand how many requests each answered and the mean and 95th
-percentile over every answered request in the window: what the users felt, whichever instance
-served them (a policy that takes an interfered instance out of service has no mean there, and
-its requests count where they were served).
+sent to it in the window and answered; a policy *meets the target* in a phase when every
+instance's settled mean is ≤ R_th. A request counts by when it was sent: one sent before the
+window opens was routed while the mitigations were still settling, and counts with them even
+if its answer comes inside the window (by its answer, a drained instance's one last request
+could decide a phase), and one sent before the phase ends counts with the phase even if it is
+answered after. Beside the per-instance means stand how many requests each answered and the
+mean and 95th percentile over every answered request in the window: what the users felt,
+whichever instance served them (a policy that takes an interfered instance out of service has
+no mean there, and its requests count where they were served).
 Beside it stands the machine's CPU steal over the window: the lab is itself often a cloud VM,
 and a window whose steal averaged over ``STEAL_SUSPECT_PCT`` is named under the table.
 """
@@ -59,7 +63,7 @@ def run_phases(scenario: Scenario, run_dir: Path) -> dict[str, Any]:
         decisions = store.decisions()
         windows = _settled_windows(scenario, decisions)
         steal = [store.steal_pct(lo, end) for _, lo, end in windows]
-    done = req["send_s"] + np.nan_to_num(req["latency_s"], nan=0.0)
+    sent = req["send_s"]
     ok = ~np.isnan(req["latency_s"])
     scaled_s = [
         t for t, _, _, actions in decisions for a in actions if a.get("type") in SCALING_TYPES
@@ -68,7 +72,7 @@ def run_phases(scenario: Scenario, run_dir: Path) -> dict[str, Any]:
     for (name, lo, end), steal_pct, (_, start, stop) in zip(
         windows, steal, scenario.phases(), strict=True
     ):
-        sel = ok & (done >= lo) & (done < end)
+        sel = ok & (sent >= lo) & (sent < end)
         per: dict[str, float] = {}
         count: dict[str, int] = {}
         for server in sorted(set(req["server"][sel].tolist())):
