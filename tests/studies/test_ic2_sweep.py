@@ -86,6 +86,23 @@ def test_points_and_resume(tmp_path: Path) -> None:
         Sweeper(load_sweep(spec(tmp_path, values=[250, 400])), out, counting).run()
 
 
+def test_shuffled_values_run_in_an_order_of_their_own_each_repeat(tmp_path: Path) -> None:
+    values = [100, 150, 200, 250, 300, 375]
+    listed = load_sweep(spec(tmp_path, values=values, repeats=3))
+    shuffled = load_sweep(spec(tmp_path, values=values, repeats=3, order="shuffled"))
+    assert [v for c, v, r in listed.points() if c == "clean"] == values * 3
+    got = shuffled.points()
+    assert sorted(got) == sorted(listed.points())  # the same points, in another order
+    per_repeat = [[v for c, v, r in got if r == k and c == "clean"] for k in range(3)]
+    assert all(sorted(vs) == values for vs in per_repeat)
+    assert len({tuple(vs) for vs in per_repeat}) == 3  # each repeat its own order
+    # every value still runs clean and under the antagonist back to back
+    assert all(got[k][1] == got[k + 1][1] for k in range(0, len(got), 2))
+    assert [c for c, _, _ in got[:2]] == ["clean", "thrash"]
+    # from the base scenario's seed: the same spec gives the same order, so a sweep resumes
+    assert load_sweep(spec(tmp_path, values=values, repeats=3, order="shuffled")).points() == got
+
+
 def _doc(
     baseline: float | None, best: dict[str, float], loose: dict[str, list[float]] | None = None
 ) -> dict[str, Any]:

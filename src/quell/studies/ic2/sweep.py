@@ -16,6 +16,7 @@ part-way resumes after the last point written (a directory of another spec is re
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -59,6 +60,10 @@ class SweepSpec(StrictModel):
     start_s: Annotated[float, Field(ge=0)] = 0.0
     warmup_s: Annotated[float, Field(ge=0)]
     repeats: Annotated[int, Field(ge=1, le=20)] = 1
+    order: Literal["listed", "shuffled"] = "listed"
+    """The values' order within a repeat: as listed, or shuffled afresh for each repeat (from
+    the base scenario's seed + the repeat), so that a machine whose state drifts over minutes
+    does not put the same values in the same stretch of it every time."""
 
 
 @dataclass(frozen=True)
@@ -81,13 +86,15 @@ class Sweep:
     def points(self) -> list[tuple[str, float, int]]:
         """(condition, value, repeat) in the order they run: repeat-major, so a sweep cut short
         still has every value once; conditions inside, so a value is seen clean and under each
-        antagonist close in time."""
-        return [
-            (c.name, v, r)
-            for r in range(self.spec.repeats)
-            for v in self.spec.values
-            for c in self.spec.conditions
-        ]
+        antagonist close in time; the values as listed or, with ``order: shuffled``, in an
+        order of their own for each repeat."""
+        out = []
+        for r in range(self.spec.repeats):
+            values = list(self.spec.values)
+            if self.spec.order == "shuffled":
+                random.Random(self.scenario.seed + r).shuffle(values)
+            out += [(c.name, v, r) for v in values for c in self.spec.conditions]
+        return out
 
     def point_scenario(self, condition: str, value: float, repeat: int) -> Scenario:
         """The base scenario with ``value`` on every apache instance, the condition's
