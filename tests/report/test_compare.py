@@ -188,6 +188,14 @@ def test_each_settled_window_carries_the_machines_steal_and_the_table_names_the_
     compare_table(result, Console(file=buf, width=200))
     text = buf.getvalue()
     assert "steal %" in text and "1.22" in text
+    # the scaling actions per phase: the removal at 95 s, in the noisy phase, in both runs
+    assert text.count("│     0·1 │") == 2
+    older = {
+        "phases": [{k: v for k, v in p.items() if k != "scaling_actions"} for p in out["phases"]]
+    }
+    buf = io.StringIO()  # a comparison recorded before per-phase counts: the run's total
+    compare_table(result | {"policies": {"lsf": out | older}}, Console(file=buf, width=200))
+    assert "0·1" not in buf.getvalue() and "│       1 │" in buf.getvalue()
     # every request: the noisy window [66, 100) holds 4 answers of 40 ms and 30 of 10 ms, and
     # the 95th percentile (position 0.95 x 33 = 31.35 of the 34 sorted) is a 40 ms one
     assert "every answered request" in text

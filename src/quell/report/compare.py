@@ -161,10 +161,16 @@ def compare_table(
             mark = " *" if p["meets_target"] is False else ""
             cells.append("-" if w is None else f"{w * 1e3:.1f}{mark}")
         steal = r.get("max_steal_pct")
+        per_phase = [p.get("scaling_actions") for p in r["phases"]]
+        scaling = (
+            "·".join(str(n) for n in per_phase)  # per phase: where a policy acted
+            if per_phase and None not in per_phase
+            else str(r["scaling_actions"])
+        )
         t.add_row(
             name,
             *cells,
-            str(r["scaling_actions"]),
+            scaling,
             str(r["errors"]),
             "-" if steal is None else f"{steal:.2f}",
         )
