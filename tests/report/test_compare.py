@@ -23,18 +23,21 @@ from quell.report.compare import (
 from quell.store.run import RequestRecord, RunStore
 from tests.sim.build import build_scenario
 
+# Phases: base [0, 30), noisy [30, 60); settle_s = 11 s.
+TWO_PHASES = build_scenario(
+    n_hosts=2,
+    rate_rps=10,
+    duration_s=60,
+    interval_s=1,
+    scaling={"hosts": ["h0", "h1"], "boot_s": 5},
+    probe={"kind": "network", "period_s": 2, "size_bytes": 1000},
+    target={"mean_rt_s": 0.05},
+    events=[{"at_s": 30, "phase": "noisy"}],
+)
+
 
 def test_the_settled_window_and_the_worst_instance_per_phase(tmp_path: Path) -> None:
-    s = build_scenario(
-        n_hosts=2,
-        rate_rps=10,
-        duration_s=60,
-        interval_s=1,
-        scaling={"hosts": ["h0", "h1"], "boot_s": 5},
-        probe={"kind": "network", "period_s": 2, "size_bytes": 1000},
-        target={"mean_rt_s": 0.05},
-        events=[{"at_s": 30, "phase": "noisy"}],
-    )
+    s = TWO_PHASES
     assert settle_s(s) == 2 * 1 + 5 + 2 * 2  # detect + act, boot, two probe periods
     store = RunStore.create(tmp_path / "run")
     # i0 answers in 10 ms throughout; i1 in 200 ms only in the first 11 s of each phase
@@ -71,16 +74,7 @@ def test_a_request_counts_in_the_window_it_was_sent_in(tmp_path: Path) -> None:
     # The demo's case: a drained instance's last request, sent just before the window opens
     # and answered inside it, does not decide the phase; one sent before the phase ends counts
     # with it even when answered after.
-    s = build_scenario(
-        n_hosts=2,
-        rate_rps=10,
-        duration_s=60,
-        interval_s=1,
-        scaling={"hosts": ["h0", "h1"], "boot_s": 5},
-        probe={"kind": "network", "period_s": 2, "size_bytes": 1000},
-        target={"mean_rt_s": 0.05},
-        events=[{"at_s": 30, "phase": "noisy"}],
-    )  # windows open 11 s into each phase: [11, 30) and [41, 60)
+    s = TWO_PHASES  # windows open 11 s into each phase: [11, 30) and [41, 60)
     rows = [(float(t), 0.010, "i0") for t in range(60)]
     rows += [(40.93, 0.0726, "i1"), (29.9, 0.300, "i1"), (59.99, 0.020, "i0")]
     with RunStore.create(tmp_path / "run") as store:
