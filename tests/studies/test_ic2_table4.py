@@ -34,9 +34,12 @@ def scenario(tmp: Path, one_instance: bool = False):  # type: ignore[no-untyped-
     return load_scenario(path)
 
 
-def write_run(run_dir: Path, rt_on_s: float, reconfigure_at: list[float]) -> Path:
-    # i2 (on the antagonist's host): 10 requests a second at 10 ms, 20 at rt_on_s while the
-    # antagonist runs (intervals ending 11..20); i1 (not interfered) at 500 ms, never counted.
+def write_run(
+    run_dir: Path, rt_on_s: float, reconfigure_at: list[float], cpu_on: float = 0.5
+) -> Path:
+    # i2 (on the antagonist's host): 10 requests a second at 10 ms on 0.1 of a core, 20 at
+    # rt_on_s on cpu_on while the antagonist runs (intervals ending 11..20); i1 (not
+    # interfered) at 500 ms on 0.9, never counted.
     with RunStore.create(run_dir) as store:
         for t in range(1, 41):
             on = 10 < t <= 20
@@ -44,13 +47,16 @@ def write_run(run_dir: Path, rt_on_s: float, reconfigure_at: list[float]) -> Pat
                 float(t),
                 "test",
                 {
-                    "i1": Observation(float(t), "i1", 1.0, requests=10, mean_rt_seconds=0.5),
+                    "i1": Observation(
+                        float(t), "i1", 1.0, requests=10, mean_rt_seconds=0.5, cpu_util=0.9
+                    ),
                     "i2": Observation(
                         float(t),
                         "i2",
                         1.0,
                         requests=20 if on else 10,
                         mean_rt_seconds=rt_on_s if on else 0.01,
+                        cpu_util=cpu_on if on else 0.1,
                     ),
                 },
             )
@@ -73,6 +79,9 @@ def test_period_means_and_latencies(tmp_path: Path) -> None:
     assert r["detect_latency_s"] == 3.0 and r["clear_latency_s"] == 4.0
     assert r["reconfigurations"] == 2
     assert [(p["start_s"], p["stop_s"]) for p in r["periods"]] == [(10.0, 20.0)]
+    # CPU per request: 10 intervals of 0.5 core for 20 requests each; 30 of 0.1 for 10
+    assert r["interfered_cpu_s_per_request"] == pytest.approx(0.025)
+    assert r["clean_cpu_s_per_request"] == pytest.approx(0.01)
 
 
 def test_reductions_against_the_first_run(tmp_path: Path) -> None:
@@ -188,3 +197,26 @@ def test_runs_of_one_label_are_repetitions_paired_with_the_baseline_s(tmp_path: 
     # latencies over both runs' periods; reconfigurations per run
     assert ic2["detect_latency_s"] == 2.0 and ic2["clear_latency_s"] == 3.0
     assert ic2["reconfigurations"] == 2.0
+
+
+def test_the_page_shows_how_hard_the_neighbour_reached_each_run(tmp_path: Path) -> None:
+    import json
+
+    from quell.report.ic2_results import render
+
+    sc = scenario(tmp_path)
+    runs = [
+        ("static", write_run(tmp_path / "b0", 0.2, [], cpu_on=0.5)),
+        ("ic2", write_run(tmp_path / "m0", 0.15, [12.0], cpu_on=0.8)),
+        ("static", write_run(tmp_path / "b1", 0.4, [], cpu_on=0.7)),
+        ("ic2", write_run(tmp_path / "m1", 0.2, [12.0], cpu_on=0.4)),
+    ]
+    doc = table4(sc, runs, first_s=4)
+    assert doc["rows"]["static"]["interfered_cpu_s_per_request"] == pytest.approx(0.03)
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "table4-t.json").write_text(json.dumps(doc))
+    page = render(data)
+    # 0.5 x 10 / 200 = 25 ms a request, 0.7: 35, 0.8: 40, 0.4: 20; outside 0.1 / 10 = 10 ms
+    assert "| static | 25.0, 35.0 | 10.0, 10.0 |" in page
+    assert "| ic2 | 40.0, 20.0 | 10.0, 10.0 |" in page

@@ -182,6 +182,31 @@ def _table4(doc: dict[str, Any]) -> list[str]:
             "Answered requests only: this table was made before a failed request counted at its"
             " timeout, and a policy under which more users give up looks faster for it.",
         ]
+    return lines + _cpu_by_run(doc)
+
+
+def _cpu_by_run(doc: dict[str, Any]) -> list[str]:
+    """The interfered instances' CPU per answered request, run by run, under interference and
+    outside it: how hard the neighbour reached the service in each run (none for a table
+    recorded before it was measured)."""
+    key, clean = "interfered_cpu_s_per_request", "clean_cpu_s_per_request"
+    runs = {
+        label: r.get("runs") or [r] for label, r in doc["rows"].items()
+    }  # one run: the row itself
+    if not all(key in x for rs in runs.values() for x in rs):
+        return []
+    lines = [
+        "",
+        "CPU per answered request of the interfered instances, run by run (ms), under"
+        " interference and outside it:",
+        "",
+        "| policy | under interference | outside |",
+        "| --- | --- | --- |",
+    ]
+    for label, rs in runs.items():
+        under = ", ".join(_fmt(x[key], "ms") for x in rs)
+        outside = ", ".join(_fmt(x[clean], "ms") for x in rs)
+        lines.append(f"| {label} | {under} | {outside} |")
     return lines
 
 

@@ -109,7 +109,12 @@ def period_rt(store: RunStore, scenario: Scenario, first_s: float = FIRST_S) -> 
     over the intervals ending in (start, start + first_s] and (start + first_s, stop]; the
     first reconfiguration of the instance in the period (detection) and after it, before the
     next period (clearing); and the same over all periods. A reconfiguration counts as the
-    policy decided it (an environment that refused it records a cycle error beside)."""
+    policy decided it (an environment that refused it records a cycle error beside).
+
+    Beside them, the CPU the interfered instances spent per answered request, in the periods
+    and outside them (``interfered_cpu_s_per_request``, ``clean_cpu_s_per_request``): how hard
+    the neighbour reached the service in this run, which on a shared machine can differ from
+    one run to the next more than a policy moves the response time."""
     reconf: dict[str, list[float]] = {}
     for t, _policy, _reason, actions in store.decisions():
         for a in actions:
@@ -121,6 +126,7 @@ def period_rt(store: RunStore, scenario: Scenario, first_s: float = FIRST_S) -> 
     clean_all: list[tuple[int, float]] = []
     detect: list[float] = []
     clear: list[float] = []
+    cpu = {True: [0.0, 0], False: [0.0, 0]}  # in a period or not: CPU seconds, requests
     for iid, timeline in interfered_instances(scenario).items():
         obs = [
             (o.time_s, o.requests, o.mean_rt_seconds)
@@ -128,6 +134,11 @@ def period_rt(store: RunStore, scenario: Scenario, first_s: float = FIRST_S) -> 
             if o.mean_rt_seconds is not None and o.requests
         ]
         spans = timeline.union()
+        for o in store.observations(iid):
+            if o.cpu_util is not None:
+                tally = cpu[any(a < o.time_s <= b for a, b in spans)]
+                tally[0] += o.cpu_util * o.interval_s
+                tally[1] += o.requests
         for k, (start, stop) in enumerate(spans):
             end = min(stop, scenario.duration_s)
             nxt = spans[k + 1][0] if k + 1 < len(spans) else scenario.duration_s
@@ -164,6 +175,8 @@ def period_rt(store: RunStore, scenario: Scenario, first_s: float = FIRST_S) -> 
         "detect_latency_s": statistics.median(detect) if detect else None,
         "clear_latency_s": statistics.median(clear) if clear else None,
         "reconfigurations": sum(len(v) for v in reconf.values()),
+        "interfered_cpu_s_per_request": cpu[True][0] / cpu[True][1] if cpu[True][1] else None,
+        "clean_cpu_s_per_request": cpu[False][0] / cpu[False][1] if cpu[False][1] else None,
         **sent_rt(store, scenario, first_s),
         "periods": periods_out,
     }
@@ -186,6 +199,8 @@ MEANS = (
     "sent_first_waited_s",
     "sent_after_waited_s",
     "sent_waited_s",
+    "interfered_cpu_s_per_request",
+    "clean_cpu_s_per_request",
 )
 """A label's figures over its repetitions: the mean of the runs' own."""
 SUMS = ("sent_requests", "sent_over_first_s", "sent_failed")
