@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from quell.experiment.lab import run_lab
 from quell.scenario import load_scenario
 from quell.store.run import RunStore
 from tests.effects import assert_cohosted_instance_slows_alone, phase_rt
 from tests.lab.leftovers import leftovers, run_tag
+from tests.lab.unstolen import run_lab_unstolen
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.lab
@@ -27,7 +27,7 @@ def test_network_interference_slows_only_the_cohosted_instance(tmp_path: Path) -
     """PRIMA Table III: iperf3 on host 2's link; round robin keeps sending i2 half the load."""
     path = ROOT / "scenarios" / "interference-smoke.yaml"
     qdiscs_before = root_qdiscs()
-    summary = run_lab(load_scenario(path), path, tmp_path)
+    summary = run_lab_unstolen(load_scenario(path), path, tmp_path)
     assert_cohosted_instance_slows_alone(summary)
     baseline = next(p for p in summary["phases"] if p["name"] == "baseline")["instances"]
     # round robin: equal shares; about 35 % of each 100 Mbit/s link
@@ -48,7 +48,7 @@ def test_cache_thrasher_on_the_same_cpu_slows_a_cpu_bound_instance(tmp_path: Pat
     """Requests of about 20 ms of CPU beside an always-runnable thrasher on the same CPU: each
     request gets half the CPU after its first slice, so RT ≈ 2 × 20 ms − one slice (1.8-2.4x
     measured over three runs)."""
-    summary = run_lab(load_scenario(path), path, tmp_path)
+    summary = run_lab_unstolen(load_scenario(path), path, tmp_path)
     base = phase_rt(summary, "baseline", "web")
     noisy = phase_rt(summary, "antagonist", "web")
     assert noisy >= 1.5 * base, (base, noisy)
