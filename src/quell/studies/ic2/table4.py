@@ -128,13 +128,14 @@ def period_rt(store: RunStore, scenario: Scenario, first_s: float = FIRST_S) -> 
     clear: list[float] = []
     cpu = {True: [0.0, 0], False: [0.0, 0]}  # in a period or not: CPU seconds, requests
     for iid, timeline in interfered_instances(scenario).items():
+        observed = list(store.observations(iid))
         obs = [
             (o.time_s, o.requests, o.mean_rt_seconds)
-            for o in store.observations(iid)
+            for o in observed
             if o.mean_rt_seconds is not None and o.requests
         ]
         spans = timeline.union()
-        for o in store.observations(iid):
+        for o in observed:
             if o.cpu_util is not None:
                 tally = cpu[any(a < o.time_s <= b for a, b in spans)]
                 tally[0] += o.cpu_util * o.interval_s
@@ -164,9 +165,7 @@ def period_rt(store: RunStore, scenario: Scenario, first_s: float = FIRST_S) -> 
                     "clear_s": off,
                 }
             )
-        clean_all += [
-            (n, rt) for t, n, rt in obs if not any(a < t <= b for a, b in timeline.union())
-        ]
+        clean_all += [(n, rt) for t, n, rt in obs if not any(a < t <= b for a, b in spans)]
     return {
         "first_s": first_s,
         "first_rt_s": _weighted(first_all),
