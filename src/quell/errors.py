@@ -99,3 +99,15 @@ class ContractError(QuellError):
         self.problems = list(problems)
         lines = "\n".join(f"  - {p}" for p in self.problems)
         super().__init__(f"{environment}: {check}: {len(self.problems)} problem(s)\n{lines}")
+
+
+class EstimatorCheckError(QuellError):
+    """An estimator broke a rule every estimator keeps (``quell.core.estimator``): the check
+    that found it and each thing found wrong."""
+
+    def __init__(self, estimator: str, check: str, problems: Sequence[Problem]) -> None:
+        self.estimator = estimator
+        self.check = check
+        self.problems = list(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"{estimator}: {check}: {len(self.problems)} problem(s)\n{lines}")

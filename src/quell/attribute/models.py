@@ -296,6 +296,8 @@ class RunQueueBaseline:
             raise InputError(where, [Problem(self.column, "not among the features")])
 
     def fit(self, x: FloatArray, y: FloatArray) -> RunQueueBaseline:
+        """Nothing to learn; the training data are checked as every model checks them."""
+        _check_xy(x, y, f"{self.name} baseline training data")
         return self
 
     def predict(self, x: FloatArray) -> Prediction:

@@ -16,6 +16,7 @@ extrapolated.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -310,6 +311,22 @@ class CapacityModel:
         self.u_int_step_pct = u_int_step_pct
 
     def fit(self) -> CapacityModel:
+        problems = [
+            Problem(name, f"must be a positive number, not {value!r}")
+            for name, value in (
+                ("target_rt_s", self.target_rt_s),
+                ("u_step_pct", self.u_step_pct),
+                ("u_int_step_pct", self.u_int_step_pct),
+            )
+            if not (math.isfinite(value) and value > 0)
+        ]
+        problems.extend(
+            Problem(name, "not fitted")
+            for name, model, learned in (("rtm", self.rtm, "util_pct_"), ("im", self.im, "sf_"))
+            if not hasattr(model, learned)
+        )
+        if problems:
+            raise InputError("capacity model", problems)
         u_hi = float(self.rtm.util_pct_.max())
         self.u_grid_ = np.arange(0.0, u_hi + self.u_step_pct / 2, self.u_step_pct)
         x_hi = float(self.im.total_util_pct_[-1])
