@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Final
 import numpy as np
 from numpy.typing import NDArray
 
+from quell.core.metrics import MetricSet, MetricSpec
+
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
     from prometheus_client import CollectorRegistry
@@ -32,8 +34,31 @@ BUCKETS_SECONDS: Final[tuple[float, ...]] = (
     2.5,
     5.0,
 )
-PROVIDER_METRIC: Final = "quell_attributed_provider_latency_seconds"
-SERVICE_METRIC: Final = "quell_attributed_service_latency_seconds"
+PROVIDER = MetricSpec(
+    "quell_attributed_provider_latency_seconds",
+    "histogram",
+    "Per-request latency attributed to the provider (co-located load), in seconds.",
+    ("instance",),
+    "seconds",
+    BUCKETS_SECONDS,
+)
+SERVICE = MetricSpec(
+    "quell_attributed_service_latency_seconds",
+    "histogram",
+    "Per-request latency attributed to the service itself, in seconds.",
+    ("instance",),
+    "seconds",
+    BUCKETS_SECONDS,
+)
+PROVIDER_METRIC: Final = PROVIDER.name
+SERVICE_METRIC: Final = SERVICE.name
+METRICS = MetricSet(
+    "quell.attribute.export.AttributionMetrics",
+    "the registry a caller passes ``AttributionMetrics`` (its own exporter serves it)",
+    True,
+    (PROVIDER, SERVICE),
+)
+"""The two histograms, in the order they are registered (docs/reference/metrics.md)."""
 SPAN_PREFIX: Final = "quell.attribution."
 
 
@@ -44,20 +69,13 @@ class AttributionMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         from prometheus_client import Histogram
 
-        self.provider = Histogram(
-            PROVIDER_METRIC,
-            "Per-request latency attributed to the provider (co-located load), in seconds.",
-            ["instance"],
-            buckets=BUCKETS_SECONDS,
-            registry=registry,
-        )
-        self.service = Histogram(
-            SERVICE_METRIC,
-            "Per-request latency attributed to the service itself, in seconds.",
-            ["instance"],
-            buckets=BUCKETS_SECONDS,
-            registry=registry,
-        )
+        def histogram(spec: MetricSpec) -> Histogram:
+            return Histogram(
+                spec.name, spec.help, spec.labels, buckets=spec.buckets, registry=registry
+            )
+
+        self.provider = histogram(PROVIDER)
+        self.service = histogram(SERVICE)
 
     def observe(
         self, instance: str, provider_seconds: FloatArray, wall_seconds: FloatArray

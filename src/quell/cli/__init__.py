@@ -20,6 +20,7 @@ from quell.cli.lab import lab_app
 from quell.cli.live import live_app
 from quell.cli.model import model_app
 from quell.cli.prima import prima_app
+from quell.cli.reference import reference_command
 from quell.cli.replay import replay_command
 from quell.cli.scenario import scenario_app
 from quell.cli.sim import sim_app
@@ -44,6 +45,7 @@ app.add_typer(live_app, name="live", no_args_is_help=True)
 app.add_typer(study_app, name="study", no_args_is_help=True)
 app.add_typer(attribute_app, name="attribute", no_args_is_help=True)
 app.command("replay")(replay_command)
+app.command("reference", hidden=True)(reference_command)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

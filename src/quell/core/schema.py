@@ -21,6 +21,7 @@ class StrictModel(BaseModel):
 
 
 def _printable(text: str) -> str:
+    """no control characters (one line of printable text)"""
     if any(unicodedata.category(c) == "Cc" for c in text):
         raise ValueError("must not hold control characters (a newline, a tab, an escape)")
     return text

@@ -47,6 +47,7 @@ from quell.actuate.apache import (
     with_settings,
 )
 from quell.actuate.cgroup import set_cpu_cap
+from quell.core.metrics import MetricSet, MetricSpec
 from quell.core.observation import SERVER_SETTING_KEYS
 from quell.errors import ComponentError, InputError, Problem, QuellError
 from quell.live.config import AgentConfig, AgentInstance, ApacheSpec, ProbeSpec
@@ -66,6 +67,136 @@ USER_HZ = os.sysconf("SC_CLK_TCK")
 CLONE_NEWNET = 0x40000000
 MAX_BODY_BYTES = 4096
 PSI = ("cpu", "memory", "io")
+
+# -- what /metrics serves ----------------------------------------------------------------------
+INSTANCE_LABELS = ("instance", "host")
+CPU_USAGE = MetricSpec(
+    "quell_cgroup_cpu_usage_seconds",
+    "counter",
+    "CPU time of the instance's cgroup",
+    INSTANCE_LABELS,
+    "seconds",
+)
+PRESSURE = {
+    r: MetricSpec(
+        f"quell_cgroup_{r}_pressure_some_seconds",
+        "counter",
+        f"PSI 'some' stall time of the instance's cgroup for {r}",
+        INSTANCE_LABELS,
+        "seconds",
+    )
+    for r in PSI
+}
+THROTTLED = MetricSpec(
+    "quell_cgroup_cpu_throttled_seconds",
+    "counter",
+    "Time throttled by the cgroup's CPU quota",
+    INSTANCE_LABELS,
+    "seconds",
+)
+CPU_CAP = MetricSpec(
+    "quell_cgroup_cpu_cap_cpus",
+    "gauge",
+    "CPU quota over period; absent when uncapped",
+    INSTANCE_LABELS,
+    "cpus",
+)
+RUNQUEUE_WAIT = MetricSpec(
+    "quell_runqueue_wait_seconds",
+    "counter",
+    "Time the instance's threads waited for a CPU",
+    INSTANCE_LABELS,
+    "seconds",
+)
+NET_RX = MetricSpec(
+    "quell_net_receive_bytes",
+    "counter",
+    "Bytes the instance's interface received",
+    INSTANCE_LABELS,
+    "bytes",
+)
+NET_TX = MetricSpec(
+    "quell_net_transmit_bytes",
+    "counter",
+    "Bytes the instance's interface sent",
+    INSTANCE_LABELS,
+    "bytes",
+)
+UP = MetricSpec(
+    "quell_instance_up", "gauge", "1 when the instance's cgroup has processes", INSTANCE_LABELS
+)
+PROBE_DOWNLOADS = MetricSpec(
+    "quell_probe_downloads", "counter", "Probe downloads that came back whole", INSTANCE_LABELS
+)
+PROBE_FAILURES = MetricSpec(
+    "quell_probe_failures", "counter", "Probe downloads that failed", INSTANCE_LABELS
+)
+PROBE_DURATION = MetricSpec(
+    "quell_probe_duration_seconds",
+    "counter",
+    "Time of the whole probe downloads",
+    INSTANCE_LABELS,
+    "seconds",
+)
+SERVER_SETTINGS = {
+    "max_request_workers": MetricSpec(
+        "quell_server_max_request_workers", "gauge", "MaxRequestWorkers in force", INSTANCE_LABELS
+    ),
+    "keepalive_timeout_s": MetricSpec(
+        "quell_server_keepalive_timeout_seconds",
+        "gauge",
+        "KeepAliveTimeout in force",
+        INSTANCE_LABELS,
+        "seconds",
+    ),
+    "php_max_children": MetricSpec(
+        "quell_server_php_max_children",
+        "gauge",
+        "php-fpm pm.max_children in force",
+        INSTANCE_LABELS,
+    ),
+}
+"""An apache instance's settings in force, by ``ServerSettings`` field."""
+HOST_STEAL = MetricSpec(
+    "quell_host_cpu_steal_seconds",
+    "counter",
+    "CPU time the hypervisor gave others",
+    ("host",),
+    "seconds",
+)
+HOST_CPU = MetricSpec(
+    "quell_host_cpu_seconds", "counter", "All CPU time of the host", ("host",), "seconds"
+)
+METRICS = MetricSet(
+    "quell agent",
+    "the agent's ``/metrics`` (``listen`` in agent.yaml); the probe's three when an instance has "
+    "a ``probe``, the server settings when one has ``apache``",
+    False,
+    (
+        CPU_USAGE,
+        *PRESSURE.values(),
+        THROTTLED,
+        CPU_CAP,
+        RUNQUEUE_WAIT,
+        NET_RX,
+        NET_TX,
+        UP,
+        PROBE_DOWNLOADS,
+        PROBE_FAILURES,
+        PROBE_DURATION,
+        *SERVER_SETTINGS.values(),
+        HOST_STEAL,
+        HOST_CPU,
+    ),
+)
+"""Everything the agent serves, in the order it serves it (docs/reference/metrics.md)."""
+
+
+def family(spec: MetricSpec) -> CounterMetricFamily | GaugeMetricFamily:
+    """An empty family for ``spec``, filled at scrape time."""
+    if spec.kind == "counter":
+        return CounterMetricFamily(spec.name, spec.help, labels=list(spec.labels))
+    return GaugeMetricFamily(spec.name, spec.help, labels=list(spec.labels))
 
 
 # -- finding an instance's cgroup and processes ------------------------------------------------
@@ -224,35 +355,17 @@ class AgentCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         host = self.cfg.host
-        labels = ["instance", "host"]
-
-        def counter(name: str, doc: str) -> CounterMetricFamily:
-            return CounterMetricFamily(name, doc, labels=labels)
-
-        def gauge(name: str, doc: str) -> GaugeMetricFamily:
-            return GaugeMetricFamily(name, doc, labels=labels)
-
-        cpu = counter("quell_cgroup_cpu_usage_seconds", "CPU time of the instance's cgroup")
-        psi = {
-            r: counter(
-                f"quell_cgroup_{r}_pressure_some_seconds",
-                f"PSI 'some' stall time of the instance's cgroup for {r}",
-            )
-            for r in PSI
-        }
-        throttled = counter(
-            "quell_cgroup_cpu_throttled_seconds", "Time throttled by the cgroup's CPU quota"
-        )
-        cap = gauge("quell_cgroup_cpu_cap_cpus", "CPU quota over period; absent when uncapped")
-        rqwait = counter(
-            "quell_runqueue_wait_seconds", "Time the instance's threads waited for a CPU"
-        )
-        rx = counter("quell_net_receive_bytes", "Bytes the instance's interface received")
-        tx = counter("quell_net_transmit_bytes", "Bytes the instance's interface sent")
-        up = gauge("quell_instance_up", "1 when the instance's cgroup has processes")
-        probe_ok = counter("quell_probe_downloads", "Probe downloads that came back whole")
-        probe_fail = counter("quell_probe_failures", "Probe downloads that failed")
-        probe_s = counter("quell_probe_duration_seconds", "Time of the whole probe downloads")
+        cpu = family(CPU_USAGE)
+        psi = {r: family(spec) for r, spec in PRESSURE.items()}
+        throttled = family(THROTTLED)
+        cap = family(CPU_CAP)
+        rqwait = family(RUNQUEUE_WAIT)
+        rx = family(NET_RX)
+        tx = family(NET_TX)
+        up = family(UP)
+        probe_ok = family(PROBE_DOWNLOADS)
+        probe_fail = family(PROBE_FAILURES)
+        probe_s = family(PROBE_DURATION)
         for w in self.watched:
             iid = w.spec.id
             lv = [iid, host]
@@ -297,12 +410,8 @@ class AgentCollector(Collector):
             yield from (probe_ok, probe_fail, probe_s)
         if self.servers:
             yield from self._server_settings(host)
-        steal = CounterMetricFamily(
-            "quell_host_cpu_steal_seconds", "CPU time the hypervisor gave others", labels=["host"]
-        )
-        total = CounterMetricFamily(
-            "quell_host_cpu_seconds", "All CPU time of the host", labels=["host"]
-        )
+        steal = family(HOST_STEAL)
+        total = family(HOST_CPU)
         with contextlib.suppress(OSError, ComponentError, ValueError):
             t = read_cpu_times(self.proc_root)
             steal.add_metric([host], t.steal / USER_HZ)
@@ -311,15 +420,7 @@ class AgentCollector(Collector):
         yield total
 
     def _server_settings(self, host: str) -> Iterator[Metric]:
-        names = {
-            "max_request_workers": ("quell_server_max_request_workers", "MaxRequestWorkers"),
-            "keepalive_timeout_s": ("quell_server_keepalive_timeout_seconds", "KeepAliveTimeout"),
-            "php_max_children": ("quell_server_php_max_children", "php-fpm pm.max_children"),
-        }
-        families = {
-            k: GaugeMetricFamily(n, f"{what} in force", labels=["instance", "host"])
-            for k, (n, what) in names.items()
-        }
+        families = {k: family(spec) for k, spec in SERVER_SETTINGS.items()}
         for iid, server in self.servers.items():
             f = server.in_force
             if f is None:

@@ -25,11 +25,14 @@ class Listen(StrictModel):
     """Where a /metrics endpoint listens: loopback unless said otherwise."""
 
     addr: str = "127.0.0.1"
+    """The IP address to bind; loopback by default."""
     port: Port
+    """The TCP port."""
 
     @field_validator("addr")
     @classmethod
     def _ip(cls, addr: str) -> str:
+        """an IPv4 or IPv6 address"""
         ipaddress.ip_address(addr)  # ValueError: "... does not appear to be an IPv4 ..."
         return addr
 
@@ -39,9 +42,14 @@ class ProbeSpec(StrictModel):
     """PRIMA's probe against the local instance: download ``url`` every ``period_s``."""
 
     url: Annotated[str, Field(pattern=r"^http://[^/\s]+/\S*$")]
+    """The probe file's URL (plain HTTP)."""
     size_bytes: Annotated[int, Field(gt=0, le=1 << 30)]
+    """The probe file's size: a download counts only when it answers 200 with exactly this many
+    bytes."""
     period_s: Seconds = 1.0
+    """Time between two downloads (one that overruns skips the slots it covered)."""
     timeout_s: Seconds = 2.0
+    """A download not done in this long fails."""
     netns: str | None = None
     """A network namespace file (``/run/netns/NAME``) to probe from (a lab's client side)."""
 
@@ -60,27 +68,35 @@ class ApacheSpec(StrictModel):
     php_fpm_conf: str
     """php-fpm's configuration holding the pool's ``pm.max_children``."""
     httpd_pid_file: str
+    """Apache's pid file."""
     php_fpm_pid_file: str
+    """php-fpm's pid file."""
     error_log: str
     """Where Apache logs (the read-back looks for "resuming normal operations" in it)."""
     apache_binary: str = "apache2"
     """Run as ``BINARY -t -f CONF`` and ``BINARY -k graceful -f CONF`` (Debian's packaged
     Apache: ``apache2ctl``, which reads ``/etc/apache2/envvars`` first)."""
     php_fpm_binary: str = "php-fpm8.2"
+    """php-fpm's binary, run as ``BINARY -t -y CONF`` to test a configuration."""
     settle_timeout_s: Seconds = 10.0
+    """How long the servers may take to show the new settings before the change counts as failed."""
 
 
 class AgentInstance(StrictModel):
     """One instance on the host, found by exactly one of its cgroup, pid file or systemd unit."""
 
     id: Identifier
+    """The instance's ``instance`` label: its HAProxy server name in live.yaml."""
     cgroup: str | None = None
     """The instance's cgroup, relative to the cgroup root (``system.slice/nginx.service``)."""
     pid_file: str | None = None
+    """A file holding the pid of one of its processes; its cgroup is that process's."""
     systemd_unit: Annotated[str, Field(pattern=r"^[A-Za-z0-9@._:-]+$")] | None = None
+    """A systemd service; its cgroup is ``system.slice/UNIT``."""
     interface: str = "eth0"
     """The interface whose counters are the instance's (in its network namespace)."""
     probe: ProbeSpec | None = None
+    """PRIMA's probe against it; ``None``: none."""
     apache: ApacheSpec | None = None
     """The instance's Apache + php-fpm, for ``reconfigure``."""
 
@@ -89,14 +105,21 @@ Permission = Literal["cpu_cap", "reconfigure"]
 
 
 class AgentConfig(StrictModel):
+    """agent.yaml: the host, where the agent listens, the instances it watches and what it may
+    change."""
+
     host: Identifier
+    """The host's id: the ``host`` label of everything it serves (the ``host`` of its instances in
+    live.yaml)."""
     listen: Listen
+    """Where ``/metrics`` and the state-changing endpoints listen."""
     token_file: str | None = None
     """A file holding the bearer token state-changing requests must carry."""
     allow: list[Permission] = []
     """State-changing endpoints that are on (``cpu_cap``, ``reconfigure``); none unless listed,
     and only with a token file."""
     instances: Annotated[list[AgentInstance], Field(min_length=1, max_length=64)]
+    """The instances on this host it watches."""
 
 
 def agent_problems(cfg: AgentConfig) -> list[Problem]:
@@ -124,27 +147,40 @@ def agent_problems(cfg: AgentConfig) -> list[Problem]:
 
 # -- the controller ----------------------------------------------------------------------------
 class PrometheusSpec(StrictModel):
+    """Prometheus, which scrapes the agents; the controller reads their series through its query
+    API."""
+
     url: Annotated[str, Field(pattern=r"^https?://[^/\s]+/?$")]
+    """Prometheus's base URL (its query API is under ``/api/v1``)."""
     scrape_interval_s: Seconds = 1.0
     """How often Prometheus scrapes the agents; rate windows are at least 4 of them."""
     timeout_s: Seconds = 2.0
+    """A query not answered in this long counts as Prometheus missing: the interval is held."""
     stale_s: Seconds = 5.0
     """A sample older than this is stale: the metric counts as missing."""
 
 
 class HAProxySpec(StrictModel):
+    """HAProxy: its admin socket (stats and runtime changes), the backend, and the socket its
+    request log goes to."""
+
     socket: str
     """HAProxy's admin stats socket (``stats socket ... level admin``)."""
     backend: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:-]+$")]
+    """The backend whose servers are the instances."""
     log_socket: str
     """The unix datagram socket HAProxy logs every request to (the controller binds it)."""
     timeout_s: Seconds = 2.0
+    """A command on the admin socket not answered in this long fails."""
 
 
 class LiveInstance(StrictModel):
+    """One server of HAProxy's backend: an instance that serves, or a slot."""
+
     id: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:-]{1,64}$")]
     """The instance's HAProxy server name (and its ``instance`` label at its agent)."""
     host: Identifier
+    """The id of the host it runs on (its agent's ``host``)."""
     slot: bool = False
     """A pre-provisioned instance HAProxy holds as a disabled server: the slot scaler puts it in
     service on AddInstance and out on RemoveInstance."""
@@ -155,33 +191,59 @@ class CommandScaler(StrictModel):
     ``{instance}`` and ``{host}`` in an argument are replaced."""
 
     scale_out: Annotated[list[str], Field(min_length=1)]
+    """Run to start an instance."""
     scale_in: Annotated[list[str], Field(min_length=1)]
+    """Run to stop one."""
     timeout_s: Seconds = 60.0
+    """A command not done in this long fails."""
 
 
 class LiveScaling(StrictModel):
+    """How far and how often the controller may scale, and how new instances start."""
+
     min_instances: Annotated[int, Field(ge=1)] = 1
+    """The guard never leaves fewer serving instances."""
     max_instances: Annotated[int, Field(ge=1)] | None = None
+    """The guard never lets a policy go above this many; ``None``: no cap but the free slots and the
+    command."""
     boot_s: Annotated[float, Field(ge=0, le=3600)] = 0.0
+    """Delay between asking for an instance and it serving, as the policy counts it."""
     min_gap_s: Annotated[float, Field(ge=0, le=3600)] = 0.0
     """The least time between two scaling actions."""
     command: CommandScaler | None = None
+    """A command per scale-out and scale-in, for a host without a free slot; ``None``: slots only.
+    """
 
 
 class LiveConfig(StrictModel):
+    """live.yaml: where Prometheus, HAProxy and the agents are, the instances, the policy and the
+    limits."""
+
     name: Name = "live"
+    """The deployment's name: its run directory is ``runs/live-NAME`` unless ``--run-dir`` says
+    otherwise."""
     interval_s: Seconds = 5.0
+    """The control interval: every this long the controller observes, decides and (with ``--apply``)
+    acts."""
     prometheus: PrometheusSpec
+    """The Prometheus that scrapes the agents."""
     haproxy: HAProxySpec
+    """The HAProxy in front of the instances."""
     agents: dict[Identifier, Annotated[str, Field(pattern=r"^https?://[^/\s]+/?$")]] = {}
     """host → the agent's base URL (for CPU caps); metrics come through Prometheus."""
     token_file: str | None = None
     """The agents' bearer token, for state-changing requests."""
     instances: Annotated[list[LiveInstance], Field(min_length=1, max_length=256)]
+    """HAProxy's servers the controller balances: serving instances and slots."""
     policy: PolicySpec
+    """The policy that decides, as in a scenario."""
     target_rt_s: Annotated[float, Field(gt=0)] | None = None
+    """R_th, the response-time target in seconds; ``None``: none (policies that need one refuse to
+    start)."""
     scaling: LiveScaling | None = None
+    """Scaling through slots or a command; ``None``: the policy may not scale."""
     probe_period_s: Seconds | None = None
+    """The agents' probe period (their ``probe.period_s``); ``None``: no probe runs."""
     probe_size_bytes: Annotated[int, Field(gt=0)] | None = None
     """The agents' probe file: with ``host_link_mbit``, the share of a host's link the probe
     itself takes (PRIMA subtracts it)."""
@@ -189,6 +251,8 @@ class LiveConfig(StrictModel):
     """Where relative paths in the policy's parameters (a model bundle) resolve; default: the
     config file's directory."""
     host_link_mbit: dict[Identifier, Annotated[float, Field(gt=0)]] = {}
+    """host → the rate of its link, in Mbit/s: with ``probe_size_bytes``, the probe's share of it.
+    """
     max_weight_step: Annotated[int, Field(ge=1, le=256)] = 256
     """The most a weight may move in one interval."""
     listen: Listen | None = None

@@ -37,6 +37,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from quell.core.action import Action, AddInstance, Decision, RemoveInstance, SetWeight
 from quell.core.clock import WallClock
 from quell.core.environment import Policy
+from quell.core.metrics import MetricSet, MetricSpec
 from quell.core.observation import Snapshot
 from quell.errors import ActionError
 from quell.live.config import LiveConfig
@@ -134,36 +135,65 @@ class Guard:
         return kept, dropped
 
 
+DECISIONS = MetricSpec(
+    "quell_decisions", "counter", "Decisions by policy and kind", ("policy", "reason")
+)
+FAULTS = MetricSpec("quell_faults", "counter", "Intervals a part was missing", ("part",))
+WEIGHT = MetricSpec("quell_weight", "gauge", "Weight in force", ("instance",))
+MEASURED_RT = MetricSpec(
+    "quell_measured_rt_seconds",
+    "gauge",
+    "Mean response time last interval",
+    ("instance",),
+    "seconds",
+)
+PROBE_RT = MetricSpec(
+    "quell_probe_rt_seconds",
+    "gauge",
+    "Probe download time last interval",
+    ("instance",),
+    "seconds",
+)
+CAPACITY = MetricSpec(
+    "quell_capacity", "gauge", "Per-instance capacity the policy computed", ("instance",)
+)
+PREDICTED_RT = MetricSpec(
+    "quell_predicted_rt_seconds",
+    "gauge",
+    "Response time the policy predicted",
+    ("instance",),
+    "seconds",
+)
+INSTANCES = MetricSpec("quell_instances", "gauge", "Serving instances")
+METRICS = MetricSet(
+    "quell live run",
+    "the controller's ``/metrics`` (``listen`` in live.yaml); ``quell_capacity`` and "
+    "``quell_predicted_rt_seconds`` where the policy's decision detail gives them",
+    True,
+    (DECISIONS, FAULTS, WEIGHT, MEASURED_RT, PROBE_RT, CAPACITY, PREDICTED_RT, INSTANCES),
+)
+"""Everything the controller serves, in the order it serves it (docs/reference/metrics.md)."""
+
+
 @dataclass
 class ControllerMetrics:
     registry: CollectorRegistry = field(default_factory=lambda: CollectorRegistry())
 
     def __post_init__(self) -> None:
-        r = self.registry
-        self.decisions = Counter(
-            "quell_decisions", "Decisions by policy and kind", ["policy", "reason"], registry=r
-        )
-        self.faults = Counter("quell_faults", "Intervals a part was missing", ["part"], registry=r)
-        self.weight = Gauge("quell_weight", "Weight in force", ["instance"], registry=r)
-        self.rt = Gauge(
-            "quell_measured_rt_seconds",
-            "Mean response time last interval",
-            ["instance"],
-            registry=r,
-        )
-        self.probe = Gauge(
-            "quell_probe_rt_seconds", "Probe download time last interval", ["instance"], registry=r
-        )
-        self.capacity = Gauge(
-            "quell_capacity", "Per-instance capacity the policy computed", ["instance"], registry=r
-        )
-        self.predicted = Gauge(
-            "quell_predicted_rt_seconds",
-            "Response time the policy predicted",
-            ["instance"],
-            registry=r,
-        )
-        self.instances = Gauge("quell_instances", "Serving instances", registry=r)
+        def counter(spec: MetricSpec) -> Counter:
+            return Counter(spec.name, spec.help, spec.labels, registry=self.registry)
+
+        def gauge(spec: MetricSpec) -> Gauge:
+            return Gauge(spec.name, spec.help, spec.labels, registry=self.registry)
+
+        self.decisions = counter(DECISIONS)
+        self.faults = counter(FAULTS)
+        self.weight = gauge(WEIGHT)
+        self.rt = gauge(MEASURED_RT)
+        self.probe = gauge(PROBE_RT)
+        self.capacity = gauge(CAPACITY)
+        self.predicted = gauge(PREDICTED_RT)
+        self.instances = gauge(INSTANCES)
 
 
 def _per_instance(detail: Any, *keys: str) -> dict[str, float]:

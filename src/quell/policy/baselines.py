@@ -49,11 +49,16 @@ class _LsfParams(_WaitParams):
 
 class _ThresholdParams(_WaitParams):
     scale_out_util_pct: Annotated[float, Field(gt=0, le=100)] = 30.0
+    """Add an instance once the active instances' mean utilisation has been above this W + 1
+    intervals running."""
     scale_in_util_pct: Annotated[float, Field(ge=0, le=100)] = 15.0
+    """Remove the newest once it has been below this W + 1 intervals running, and would stay below
+    ``scale_out_util_pct`` without it."""
 
     @field_validator("scale_in_util_pct")
     @classmethod
     def _below_scale_out(cls, v: float, info: ValidationInfo) -> float:
+        """below ``scale_out_util_pct``"""
         upper = info.data.get("scale_out_util_pct")
         if upper is not None and v >= upper:
             raise ValueError(f"must be below scale_out_util_pct ({upper})")

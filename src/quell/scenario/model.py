@@ -21,9 +21,12 @@ class Host(StrictModel):
     """One physical machine: everything placed on it shares its link and, if pinned, its CPUs."""
 
     id: Identifier
+    """The host's id, which instances, antagonists and ``scaling.hosts`` name it by."""
     link_mbit: Annotated[float, Field(gt=0, le=100_000)] | None = None
     """Rate of the host's shared link; ``None`` leaves it unshaped."""
     cpus: CpuList | None = None
+    """CPUs everything on the host is pinned to unless it names its own (the lab); unpinned by
+    default."""
 
 
 ServerKind = Literal["lighttpd", "nginx", "apache"]
@@ -39,8 +42,11 @@ class ApacheSettings(StrictModel):
     not, silently, so quell refuses it instead."""
 
     mpm: Literal["worker", "event"] = "worker"
+    """Apache's multi-processing module."""
     threads_per_child: Annotated[int, Field(ge=1, le=64)] = 8
+    """ThreadsPerChild: the worker threads of each child process."""
     server_limit: Annotated[int, Field(ge=1, le=256)] = 16
+    """ServerLimit: the most child processes."""
     max_request_workers: Annotated[int, Field(ge=1, le=16_384)] = 32
     """MaxRequestWorkers (the paper's MaxClients, MXC): requests served at once."""
     keepalive_timeout_s: Annotated[float, Field(gt=0, le=300)] = 5.0
@@ -50,6 +56,8 @@ class ApacheSettings(StrictModel):
 
     @model_validator(mode="after")
     def _within_bounds(self) -> ApacheSettings:
+        """``max_request_workers`` is a multiple of ``threads_per_child`` and at most
+        ``server_limit`` × ``threads_per_child``."""
         problems = []
         if self.max_request_workers % self.threads_per_child:
             problems.append(
@@ -68,13 +76,21 @@ class ApacheSettings(StrictModel):
 
 
 class Instance(StrictModel):
+    """One instance of the service: a web server on a host, a server of HAProxy's backend."""
+
     id: Identifier
+    """The instance's id: its HAProxy server name, and part of its namespace and cgroup names."""
     host: Identifier
+    """The id of the host it runs on."""
     server: ServerKind = "lighttpd"
+    """The web server it runs."""
     cpus: CpuList | None = None
     """CPUs to pin the server to; defaults to the host's CPUs."""
     weight: Annotated[int, Field(ge=0, le=256)] = 100
+    """Its HAProxy weight when the run starts (0: no requests until a policy gives it some)."""
     maxconn: Annotated[int, Field(ge=1, le=100_000)] | None = None
+    """HAProxy's maxconn for it: requests it is sent at once, the others wait in HAProxy. Default:
+    ``load_balancer.maxconn_per_server``."""
     gzip: bool = False
     """nginx only: compress responses on the fly (gzip level 9), which makes each request CPU-bound."""
     apache: ApacheSettings | None = None
@@ -90,7 +106,9 @@ class FileSpec(StrictModel):
     """A file every instance serves, generated at start."""
 
     path: Annotated[str, Field(pattern=r"^/[A-Za-z0-9._/-]{1,100}$")]
+    """The URL path it is served at."""
     size_bytes: Annotated[int, Field(gt=0, le=2_000_000_000)]
+    """Its size."""
     compressible: bool = False
     """Fill with text (compresses well, so gzip burns CPU) instead of random bytes."""
 
@@ -102,14 +120,23 @@ class PhpPage(StrictModel):
     and on the CPU it gets, then answers ``response_bytes``."""
 
     path: Annotated[str, Field(pattern=r"^/[A-Za-z0-9._/-]{1,100}\.php$")]
+    """The URL path it is served at (ending in ``.php``)."""
     working_set_bytes: Annotated[int, Field(ge=1024, le=2_000_000_000)]
+    """The size of the working set each request reads in."""
     touches: Annotated[int, Field(ge=1, le=100_000_000)]
+    """Bytes each request reads, at random places in the working set."""
     response_bytes: Annotated[int, Field(ge=1, le=100_000_000)] = 1000
+    """The size of the answer."""
 
 
 class LoadBalancer(StrictModel):
+    """HAProxy, the one load balancer in front of every instance."""
+
     algorithm: Literal["roundrobin", "leastconn"] = "roundrobin"
+    """HAProxy's balance algorithm for the instances (weighted round robin, or the fewest open
+    connections per unit of weight)."""
     maxconn_per_server: Annotated[int, Field(ge=1, le=100_000)] | None = None
+    """HAProxy's maxconn for every instance that gives none of its own; ``None``: no limit."""
     cpus: CpuList | None = None
     """CPUs to pin HAProxy to (the lab); unpinned by default, it runs wherever the kernel
     puts it, which on a small machine can be an instance's core."""
@@ -124,16 +151,26 @@ class LoadBalancer(StrictModel):
 
 
 class RequestMix(StrictModel):
+    """One entry of the request mix: a path and how often it is asked for."""
+
     path: str
+    """A path of ``files`` or ``pages``."""
     weight: Annotated[float, Field(gt=0)] = 1.0
+    """How often it is asked for, relative to the other entries' weights."""
 
 
 class Workload(StrictModel):
+    """The load: when requests arrive (``arrival``) and what they ask for (``requests``, or
+    ``sessions`` of video chunks; exactly one of the two)."""
+
     arrival: ArrivalSpec
+    """When requests (or, with ``sessions``, sessions) arrive; ``process`` selects the form."""
     requests: Annotated[list[RequestMix], Field(min_length=1)] | None = None
     """Which files are requested and how often; ``None`` with ``sessions`` set."""
     sessions: SessionSpec | None = None
+    """Video sessions instead of ``requests``: each session asks for its own chunks."""
     timeout_s: Annotated[float, Field(gt=0, le=300)] = 10.0
+    """The lab's load generator gives up on a request after this long and counts it as a timeout."""
     max_requests: Annotated[int, Field(ge=1, le=50_000_000)] = 1_000_000
     """Hard bound on requests sent; the schedule is cut there."""
     cpus: CpuList | None = None
@@ -141,38 +178,61 @@ class Workload(StrictModel):
 
 
 class StressNg(StrictModel):
+    """stress-ng on the host: CPU, cache, memory or disk contention."""
+
     kind: Literal["stress-ng"]
     id: Identifier
+    """The antagonist's id, which ``events`` start and stop it by."""
     host: Identifier
+    """The id of the host it runs on."""
     stressor: Literal[
         "cpu", "cache", "l1cache", "stream", "memrate", "vm", "memcpy", "hdd", "io", "iomix"
     ]
+    """The stress-ng stressor it runs (``--STRESSOR WORKERS``)."""
     workers: Annotated[int, Field(ge=1, le=64)] = 1
+    """Worker processes of the stressor."""
     options: dict[Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]*$")], str | int | float] = {}
     """Passed through as ``--KEY VALUE`` (e.g. ``cache-level: 3``, ``stream-l3-size: 3840K``)."""
     cpus: CpuList | None = None
+    """CPUs to pin it to; defaults to the host's CPUs."""
 
 
 class Iperf3(StrictModel):
+    """iperf3 sending over the host's link: network contention."""
+
     kind: Literal["iperf3"]
     id: Identifier
+    """The antagonist's id, which ``events`` start and stop it by."""
     host: Identifier
+    """The id of the host whose link it floods."""
     streams: Annotated[int, Field(ge=1, le=32)] = 2
+    """Parallel TCP streams (iperf3's ``-P``)."""
     bitrate_mbit: Annotated[float, Field(gt=0)] | None = None
     """Per-stream target rate; ``None`` sends as fast as the link allows."""
     cpus: CpuList | None = None
+    """CPUs to pin it to; defaults to the host's CPUs."""
 
 
 class Fio(StrictModel):
+    """fio on the host's disk: I/O contention."""
+
     kind: Literal["fio"]
     id: Identifier
+    """The antagonist's id, which ``events`` start and stop it by."""
     host: Identifier
+    """The id of the host it runs on."""
     rw: Literal["read", "write", "randread", "randwrite", "randrw", "rw"] = "randrw"
+    """fio's I/O pattern (``--rw``)."""
     block_size: Annotated[str, Field(pattern=r"^[0-9]+[kKmM]?$")] = "4k"
+    """fio's block size (``--bs``: bytes, or with k or m)."""
     size_mb: Annotated[int, Field(ge=1, le=65_536)] = 256
+    """The size of the file it reads and writes, in MiB (``--size``)."""
     iodepth: Annotated[int, Field(ge=1, le=1024)] = 16
+    """I/O requests in flight (``--iodepth``)."""
     direct: bool = True
+    """Bypass the page cache (``--direct=1``)."""
     cpus: CpuList | None = None
+    """CPUs to pin it to; defaults to the host's CPUs."""
 
 
 class ClamScan(StrictModel):
@@ -184,10 +244,15 @@ class ClamScan(StrictModel):
 
     kind: Literal["clamscan"]
     id: Identifier
+    """The antagonist's id, which ``events`` start and stop it by."""
     host: Identifier
+    """The id of the host it runs on."""
     data_mb: Annotated[int, Field(ge=1, le=4096)] = 256
+    """The size of the data set it scans, in MiB."""
     files: Annotated[int, Field(ge=1, le=100_000)] = 2000
+    """The files the data set is spread over."""
     cpus: CpuList | None = None
+    """CPUs to pin it to; defaults to the host's CPUs."""
 
 
 Antagonist = Annotated[StressNg | Iperf3 | Fio | ClamScan, Field(discriminator="kind")]
@@ -197,9 +262,13 @@ class Event(StrictModel):
     """At ``at_s``, start and stop antagonists; ``phase`` names the phase that begins here."""
 
     at_s: Annotated[float, Field(ge=0)]
+    """When, in seconds from the start of the run (before ``duration_s``)."""
     phase: Identifier | None = None
+    """The phase that begins here (a name not used before); ``None``: the phase goes on."""
     start: list[Identifier] = []
+    """Ids of antagonists that start here."""
     stop: list[Identifier] = []
+    """Ids of running antagonists that stop here."""
 
 
 class PolicySpec(StrictModel):
@@ -208,6 +277,7 @@ class PolicySpec(StrictModel):
     name: str = "static"
     """One of ``quell.policy.POLICIES``."""
     params: dict[str, float | int | str | bool] = {}
+    """The policy's parameters, each policy's own."""
     label: Identifier | None = None
     """What a comparison calls this run (default: the policy's name), so ``compare`` can list
     one policy twice with different parameters."""
@@ -238,8 +308,11 @@ class ProbeSpec(StrictModel):
     the download time rises when a neighbour competes for that link."""
 
     kind: Literal["network"] = "network"
+    """The probe's kind; ``network`` is the one there is."""
     period_s: Annotated[float, Field(gt=0, le=3600)] = 10.0
+    """Time between two downloads."""
     size_bytes: Annotated[int, Field(gt=0, le=100_000_000)] = 1_000_000
+    """The size of the file it downloads."""
 
 
 class Scaling(StrictModel):
@@ -250,14 +323,18 @@ class Scaling(StrictModel):
     boot_s: Annotated[float, Field(ge=0, le=3600)] = 30.0
     """Delay between asking for an instance and it taking requests (stands for VM start-up)."""
     min_instances: Annotated[int, Field(ge=1)] = 1
+    """A policy never goes below this many serving instances."""
     max_instances: Annotated[int, Field(ge=1)] | None = None
+    """A policy never goes above this many; ``None``: no cap but the free hosts of ``hosts``."""
     server: ServerKind = "lighttpd"
+    """The web server a new instance runs."""
 
 
 class Target(StrictModel):
     """The service's response-time target, R_th: policies aim at it, reports judge by it."""
 
     mean_rt_s: Annotated[float, Field(gt=0, le=600)]
+    """R_th: the mean response time the service must stay under, in seconds."""
 
 
 class AttributionSpec(StrictModel):
@@ -275,27 +352,49 @@ class AttributionSpec(StrictModel):
 
 
 class Scenario(StrictModel):
+    """A scenario: what runs, where, under which load, beside which neighbours, decided by which
+    policy."""
+
     name: Name
+    """The scenario's name, in tables and reports and in its run directories' names."""
     description: str = ""
+    """Free text for the reader; quell does not use it."""
     seed: Annotated[int, Field(ge=0)] = 0
+    """The seed every random stream of a run derives from (arrivals, sizes, neighbours): the same
+    seed, the same requests."""
     duration_s: Annotated[float, Field(gt=0, le=86_400)]
+    """How long the run lasts."""
     interval_s: Annotated[float, Field(gt=0, le=3600)] = 1.0
+    """The control interval: every this long the environment is observed and the policy decides."""
     initial_phase: Identifier = "baseline"
+    """The name of the phase from the start until the first event that names one."""
     hosts: Annotated[list[Host], Field(min_length=1)]
+    """The machines."""
     instances: Annotated[list[Instance], Field(min_length=1)]
+    """The service's instances the run starts with, each on a host."""
     load_balancer: LoadBalancer = LoadBalancer()
+    """HAProxy, in front of the instances."""
     files: Annotated[list[FileSpec], Field(min_length=1)]
+    """The files every instance serves."""
     pages: list[PhpPage] = []
     """PHP pages the apache instances serve, beside the files."""
     workload: Workload
+    """The load: how requests arrive and what they ask for."""
     antagonists: list[Antagonist] = []
+    """The neighbours: programs beside the service that compete for its hosts' CPUs, caches, disks
+    or links, started and stopped by ``events``."""
     events: list[Event] = []
+    """Timed starts and stops of antagonists, and the phases they begin."""
     policy: PolicySpec = PolicySpec()
+    """The policy that decides."""
     compare: list[PolicySpec] = []
     """Further policies ``lab compare`` / ``sim compare`` run on the same scenario, side by side."""
     probe: ProbeSpec | None = None
+    """The interference probe; ``None``: none runs."""
     scaling: Scaling | None = None
+    """Where new instances may start; ``None``: policies may not scale."""
     target: Target | None = None
+    """The response-time target; ``None``: none (policies that need one refuse to start)."""
     service: ServiceModel | None = None
     """Simulator-only service model; the lab ignores it."""
     attribution: AttributionSpec | None = None

@@ -19,7 +19,9 @@ class SizeModel(StrictModel):
     each request's own size (the file it asks for); the distribution then only adds spread."""
 
     distribution: Literal["exponential", "deterministic", "lognormal", "empirical"]
+    """The distribution each request's size is drawn from."""
     mean_bytes: Annotated[float, Field(gt=0)] | None = None
+    """Its mean; ``None``: each request's own size (see above)."""
     sigma: Annotated[float, Field(gt=0, le=5)] = 1.0
     """Lognormal only: standard deviation of log(size)."""
     values_bytes: Annotated[list[Annotated[float, Field(gt=0)]], Field(min_length=1)] | None = None
@@ -33,11 +35,16 @@ class ScheduledSlowdown(StrictModel):
     instances: list[str] | None = None
     """Instance ids; ``None`` means every instance of the scenario."""
     points: Annotated[list[SlowdownPoint], Field(min_length=1)]
+    """From each point's time on, the instances are its factor times slower."""
 
 
 class SlowdownPoint(StrictModel):
+    """One step of a slowdown schedule."""
+
     at_s: Annotated[float, Field(ge=0)]
+    """From this time on (seconds from the start of the run)."""
     factor: Annotated[float, Field(ge=1, le=1000)]
+    """This slowdown (1: full speed)."""
 
 
 class OnOffSlowdown(StrictModel):
@@ -45,12 +52,17 @@ class OnOffSlowdown(StrictModel):
 
     kind: Literal["onoff"]
     instances: list[str] | None = None
+    """Instance ids; ``None`` means every instance of the scenario."""
     factor: Annotated[float, Field(ge=1, le=1000)]
+    """How many times slower an instance is while on."""
     on_seconds: Seconds
+    """Mean (exponential) or exact (fixed) length of an on period."""
     off_seconds: Seconds
+    """Mean (exponential) or exact (fixed) length of an off period."""
     durations: Literal["exponential", "fixed"] = "exponential"
     """Exponential periods with these means, or exactly these lengths."""
     start_on: bool = False
+    """On at time 0 (else off)."""
 
 
 Slowdown = Annotated[ScheduledSlowdown | OnOffSlowdown, Field(discriminator="kind")]
@@ -66,10 +78,13 @@ class HostInterference(StrictModel):
     hosts: Annotated[list[str], Field(min_length=1)] | None = None
     """Host ids (each needs ``link_mbit``); ``None`` means every host of the scenario."""
     bitrate_mbit: Annotated[float, Field(gt=0, le=100_000)]
+    """What the neighbour takes of the host's link while on, in Mbit/s."""
     on_seconds: Seconds
     """Mean (exponential) or exact (fixed) length of an on period."""
     off_seconds: Seconds
+    """Mean (exponential) or exact (fixed) length of an off period."""
     durations: Literal["exponential", "fixed"] = "exponential"
+    """Exponential periods with these means, or exactly these lengths."""
     start: Literal["stationary", "on", "off"] = "stationary"
     """State at time 0: ``stationary`` draws it (on with probability on / (on + off)) and the
     time left in it as if the source had been running for ever, so hosts are out of step."""
@@ -104,7 +119,9 @@ class ApacheModel(StrictModel):
     memory_bytes: Annotated[float, Field(gt=0)] | None = 1e9
     """Memory for the workers and php-fpm children; ``None``: unlimited."""
     worker_memory_bytes: Annotated[float, Field(ge=0)] = 2e6
+    """Memory each of MaxRequestWorkers' workers takes."""
     php_child_memory_bytes: Annotated[float, Field(ge=0)] = 3e6
+    """Memory each of php-fpm's children takes."""
     swap_slowdown: Annotated[float, Field(ge=0, le=1000)] = 4.0
     """Memory pressure: with workers × their memory + children × theirs = M over
     ``memory_bytes``, the instance is 1 + this × (M / ``memory_bytes`` − 1) slower."""
@@ -117,18 +134,25 @@ class ApacheModel(StrictModel):
     (docs/simulator.md); without it a graceful reconfiguration is refused, naming these keys
     (an online one, ``graceful=False``, costs nothing)."""
     reload_capacity_share: Annotated[float, Field(ge=0, lt=1)] | None = None
+    """The share of the instance's CPU a graceful ``ReconfigureServer`` takes for ``reload_s`` (a
+    measured figure, like ``reload_s``)."""
 
     @model_validator(mode="after")
     def _reload_given_whole(self) -> ApacheModel:
+        """``reload_s`` and ``reload_capacity_share`` are given together, or neither."""
         if (self.reload_s is None) != (self.reload_capacity_share is None):
             raise ValueError("give reload_s and reload_capacity_share together, or neither")
         return self
 
 
 class ServiceModel(StrictModel):
+    """How the simulator serves each instance's requests: the discipline, the capacity, the request
+    sizes, slowdowns and neighbours, and how apache instances are modelled."""
+
     discipline: Literal["ps", "fcfs"] = "ps"
     """Processor sharing (default) or first-come-first-served with ``workers`` servers."""
     workers: Annotated[int, Field(ge=1, le=10_000)] = 1
+    """With ``fcfs``: the servers of each instance."""
     queue_limit: Annotated[int, Field(ge=1)] | None = None
     """Admission limit: requests in the instance (in service + waiting) beyond which it refuses."""
     capacity_bytes_per_s: Annotated[float, Field(gt=0)] | None = None
@@ -137,6 +161,7 @@ class ServiceModel(StrictModel):
     size: SizeModel | None = None
     """Request-size distribution; ``None`` uses each requested file's size as it is."""
     slowdown: list[Slowdown] = []
+    """Sources that make instances slower for a while: at given times, or on and off at random."""
     stress_ng_slowdown_per_worker: Annotated[float, Field(ge=0, le=100)] = 0.5
     """While a stress-ng antagonist runs on a host, its instances are 1 + this × workers slower."""
     interference: list[HostInterference] = []
