@@ -86,11 +86,6 @@ class CapacityAccount:
         )
         """What a new instance's probe will add to U (the most any scaling host's takes)."""
 
-    def use(self, model: CapacityModel) -> None:
-        """Count with ``model`` from now on (and its interference-free instance's capacity)."""
-        self.model = model
-        self.new_capacity_pct = float(model.capacity_for(np.zeros(1)).value[0])
-
     # -- the load against the capacity ---------------------------------------------------------
     def plan(
         self, total_u: float, u_max: FloatArray, pending: list[str], awaiting: list[str]

@@ -43,7 +43,6 @@ from quell.policy.prima.inputs import Inputs
 from quell.policy.prima.interval import Interval
 from quell.policy.prima.onset import Onset
 from quell.policy.prima.params import PrimaParams
-from quell.policy.prima.rt_scale import RtScale, SloScale
 from quell.policy.prima.scale_in import ScaleIn
 from quell.policy.prima.scale_out import ScaleOut
 from quell.policy.window import UtilWindow
@@ -97,35 +96,6 @@ class PrimaPolicy:
             self.fleet_, self.account_, params.wait_intervals, params.urgent_wait_intervals
         )
         self.scale_in_ = ScaleIn(self.fleet_, self.account_, params)
-        self.rt_scale_: RtScale | None = None
-        if params.rt_scale == "fleet":
-            self.rt_scale_ = RtScale(
-                bundle,
-                self.capacity_,
-                target_rt_s,
-                window=params.rt_scale_window,
-                z=params.rt_scale_z,
-                step=params.rt_scale_step,
-                lo=params.rt_scale_min,
-                hi=params.rt_scale_max,
-                min_util_pct=params.rt_scale_min_util_pct,
-            )
-        self.slo_scale_: SloScale | None = None
-        if params.rt_scale == "slo":
-            self.slo_scale_ = SloScale(
-                bundle,
-                self.capacity_,
-                target_rt_s,
-                window=params.rt_scale_window,
-                step=params.rt_scale_step,
-                lo=params.rt_scale_min,
-                hi=params.rt_scale_max,
-                miss_pct=params.rt_scale_miss_pct,
-                near=params.rt_scale_near,
-                min_samples=params.rt_scale_min_samples,
-                min_util_pct=params.rt_scale_min_util_pct,
-                max_u_int_pct=params.rt_scale_max_u_int_pct,
-            )
         self.onset_: Onset | None = None
         if params.onset_scale is not None:
             self.onset_ = Onset(
@@ -140,14 +110,6 @@ class PrimaPolicy:
         """Intervals in a row each instance has had no capacity left for requests."""
         self.intervals_ = 0
         """Intervals decided on so far (``warmup_intervals``)."""
-
-    def _use(self, model: CapacityModel) -> None:
-        """Plan with ``model`` from now on (``rt_scale``: the model of the factor in force)."""
-        if model is self.capacity_:
-            return
-        self.capacity_ = model
-        self.account_.use(model)
-        self.calibration_.model = model
 
     @classmethod
     def build(cls, params: dict[str, float | int | str | bool], ctx: PolicyContext) -> PrimaPolicy:
@@ -190,10 +152,6 @@ class PrimaPolicy:
         if isinstance(seen, str):
             return Decision(reason=seen)
         ids, util = seen.ids, seen.util_pct
-        if self.rt_scale_ is not None:
-            self._use(self.rt_scale_.model())
-        if self.slo_scale_ is not None:
-            self._use(self.slo_scale_.model())
         sf, calibrated = self.calibration_.sf(ids, util, seen.sf_probe, seen.rt_s)
         u_int, u_max = self.capacity_.capacity(util, sf)
         onsets: list[str] = []
@@ -219,14 +177,6 @@ class PrimaPolicy:
         }
         if onsets:
             detail["onset"] = onsets
-        if self.rt_scale_ is not None:
-            detail |= self.rt_scale_.describe()
-            cap = self.params.rt_scale_max_u_int_pct
-            use = None if cap is None else u_int.value <= cap
-            self.rt_scale_.update(util, rt_now.value, seen.rt_s, use)
-        if self.slo_scale_ is not None:
-            detail |= self.slo_scale_.describe()
-            self.slo_scale_.update(util, u_max.value, u_int.value, seen.rt_s)
         if ids:
             now = Interval(
                 ids, seen.total_util_pct, util, u_max.value, u_int.value, plan.state, detail

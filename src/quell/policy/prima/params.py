@@ -70,21 +70,6 @@ class PrimaParams(BaseModel):
     capacities as they are, as the paper does (its probe is 0.08 % of a 1 Gbit/s link)."""
     calibrate: bool = True
     calibration_delta: Annotated[float, Field(gt=0, lt=1)] = 0.10
-    rt_scale: Literal["off", "fleet", "slo"] = "off"
-    """``fleet``: plan capacities for R_th / (q + z s), q and s the mean and sd of the fleet's
-    measured over predicted response times over the last ``rt_scale_window`` intervals
-    (``quell.policy.prima.rt_scale``): the models' arrivals are not the service's. ``slo``:
-    plan for R_th × a factor moved one ``rt_scale_step`` at a time by how often the instances
-    loaded near their capacity miss R_th in their interval means (``rt_scale_miss_pct``;
-    ``SloScale``)."""
-    rt_scale_window: Annotated[int, Field(ge=1, le=1000)] = 10
-    rt_scale_z: Annotated[float, Field(ge=0, le=10)] = 2.33
-    """One-sided confidence of the bound (2.33: 99 % under a normal scatter)."""
-    rt_scale_step: Annotated[float, Field(gt=0, le=1)] = 0.05
-    rt_scale_min: Annotated[float, Field(gt=0, le=1)] = 0.5
-    rt_scale_max: Annotated[float, Field(ge=1, le=10)] = 2.0
-    rt_scale_min_util_pct: Annotated[float, Field(ge=0, le=100)] = 5.0
-    """Instances below this U give no ratio (an idle instance's few requests say little)."""
     drop_idle_intervals: Annotated[int, Field(ge=1, le=1000)] | None = None
     """Remove an instance whose capacity has left nothing for requests (U_max at or below its
     probe's share: it serves at weight 0) for this many intervals in a row, while another
@@ -122,10 +107,6 @@ class PrimaParams(BaseModel):
     urgent_share: Annotated[float, Field(gt=0, le=1)] = 0.5
     """The share of serving instances (at least one) whose measured mean RT must exceed R_th
     for ``urgent_wait_intervals`` to apply."""
-    rt_scale_max_u_int_pct: Annotated[float, Field(ge=0, le=100)] | None = None
-    """With ``rt_scale: fleet``: only instances whose U_int is at most this give ratios (the
-    arrival process, not a neighbour's onset mixed into an interval, is what the factor
-    corrects). ``None``: every instance at or above ``rt_scale_min_util_pct``."""
     weight_step: Annotated[float, Field(gt=0, le=1)] | None = None
     """Round each instance's share to the nearest multiple of this fraction of the largest
     share (at least one step) before it becomes a weight, so instances of about the same
@@ -134,15 +115,6 @@ class PrimaParams(BaseModel):
     differ a little, requests pile onto the highest-weighted while a fleet holds fewer open
     connections than it has instances; equal weights leave that choice to the rotation.
     ``None``: weights ∝ capacity as it is (the paper)."""
-    rt_scale_miss_pct: Annotated[float, Field(gt=0, le=100)] = 0.5
-    """With ``rt_scale: slo``: the share of near-capacity instance-intervals allowed above R_th;
-    above it the factor falls one step, below half of it rises one."""
-    rt_scale_near: Annotated[float, Field(gt=0, le=2)] = 0.9
-    """With ``rt_scale: slo``: an instance counts when its U is at least this × its U_max (and
-    at most its U_max)."""
-    rt_scale_min_samples: Annotated[int, Field(ge=1, le=1_000_000)] = 200
-    """With ``rt_scale: slo``: instance-intervals counted (over at most ``rt_scale_window``
-    intervals since the factor last moved) before it moves."""
     min_room_pct: Annotated[float, Field(ge=0, le=100)] = 0.0
     """An instance with less than this U left for requests (U_max less its probe) gets weight 0
     (it still counts in ΣU_max): behind a strong neighbour an instance's response time has a
