@@ -672,31 +672,3 @@ def test_a_new_instance_can_serve_at_once_with_a_clean_capacity(tmp_path: Path) 
     # measured replaces the clean one: U_max 15 %, as above.
     d = p.decide(at(50, obs(50, "i1", 40.0, 40.0), obs(50, "n1", 10.0, 70.0)))
     assert cols(d, "n1")["u_max_pct"] == pytest.approx(sb.capacity(60.0, TARGET_S), abs=0.2)
-
-
-def rt_obs(t: float, iid: str, u: float, rt_s: float) -> Observation:
-    return replace(obs(t, iid, u, u), mean_rt_seconds=rt_s)
-
-
-def test_a_shortfall_the_response_times_show_scales_out_without_the_wait(
-    tmp_path: Path,
-) -> None:
-    # W = 2, W' = 0: U 50 % on two instances of U_max 45 % (100 > 90 %). With i1 measuring
-    # 30 ms > R_th 25 ms (1 of 2 = the share 0.5) the first short interval adds
-    # ceil(10 / 45) = 1; measured at 20 ms it waits (1/3), as it does without W'.
-    def first(share: float, rt_i1: float, **more: float | int) -> Decision:
-        p = policy(tmp_path, 2, wait_intervals=2, urgent_share=share, **more)
-        return p.decide(at(10, rt_obs(10, "i1", 50.0, rt_i1), rt_obs(10, "i2", 50.0, 0.02)))
-
-    d = first(0.5, 0.030, urgent_wait_intervals=0)
-    assert adds(d) == ["n1"] and d.detail["urgent"] is True
-    assert adds(first(0.5, 0.020, urgent_wait_intervals=0)) == []
-    # a share of 1.0 needs both over R_th; without W' the measured RT changes nothing
-    assert adds(first(1.0, 0.030, urgent_wait_intervals=0)) == []
-    d = first(0.5, 0.030)
-    assert adds(d) == [] and "waiting (1/3)" in d.reason and "urgent" not in d.detail
-    # W' = 1 with W = 2: a shortfall in 2 of the last 3 intervals acts (the second one)
-    p = policy(tmp_path, 2, wait_intervals=2, urgent_wait_intervals=1)
-    for t, want in ((10, []), (20, ["n1"])):
-        d = p.decide(at(t, rt_obs(t, "i1", 50.0, 0.03), rt_obs(t, "i2", 50.0, 0.03)))
-        assert adds(d) == want

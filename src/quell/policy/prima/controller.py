@@ -92,9 +92,7 @@ class PrimaPolicy:
         self.calibration_ = Calibration(
             self.capacity_, self.account_, target_rt_s, params.calibration_delta, params.calibrate
         )
-        self.scale_out_ = ScaleOut(
-            self.fleet_, self.account_, params.wait_intervals, params.urgent_wait_intervals
-        )
+        self.scale_out_ = ScaleOut(self.fleet_, self.account_, params.wait_intervals)
         self.scale_in_ = ScaleIn(self.fleet_, self.account_, params)
         self.onset_: Onset | None = None
         if params.onset_scale is not None:
@@ -181,7 +179,7 @@ class PrimaPolicy:
             now = Interval(
                 ids, seen.total_util_pct, util, u_max.value, u_int.value, plan.state, detail
             )
-            decision = self._act(now, plan, self._urgent(seen.rt_s))
+            decision = self._act(now, plan)
         else:
             decision = Decision(
                 reason=f"waiting for {', '.join(plan.coming)} to report its SF", detail=detail
@@ -209,18 +207,9 @@ class PrimaPolicy:
             columns["sf_gate"] = _nan_to_none(gate)
         return decision
 
-    def _urgent(self, rt_s: list[float | None]) -> bool:
-        """With ``urgent_wait_intervals``: whether the measured mean response time exceeds R_th
-        on at least ``urgent_share`` of the serving instances (and on one at least)."""
-        if self.params.urgent_wait_intervals is None or not rt_s:
-            return False
-        over = sum(1 for r in rt_s if r is not None and r > self.target_rt_s)
-        return over >= max(1, math.ceil(self.params.urgent_share * len(rt_s) - 1e-9))
-
-    def _act(self, now: Interval, plan: Plan, urgent: bool = False) -> Decision:
-        """Weights ∝ capacity every interval; scale out after a lasting shortfall (sooner when
-        the measured response times show it: ``urgent``), or go on to see whether fewer
-        instances would do, and watch the instances that keep serving."""
+    def _act(self, now: Interval, plan: Plan) -> Decision:
+        """Weights ∝ capacity every interval; scale out after a lasting shortfall, or go on to
+        see whether fewer instances would do, and watch the instances that keep serving."""
         self.intervals_ += 1
         warmup = self.params.warmup_intervals
         if self.intervals_ <= warmup:
@@ -231,9 +220,7 @@ class PrimaPolicy:
                 f"windows fill; {weighting}"
             )
             return Decision(weights, reason=reason, detail=now.detail)
-        if urgent:
-            now.detail["urgent"] = True
-        self.scale_out_.observe(plan.shortfall, urgent)
+        self.scale_out_.observe(plan.shortfall)
         self.scale_in_.observe(now.ids, plan.shortfall)
         if plan.shortfall:
             decision, grew = self.scale_out_.decide(now, plan, self._avoid())

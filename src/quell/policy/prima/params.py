@@ -98,15 +98,6 @@ class PrimaParams(BaseModel):
     0 until its first SF (counted meanwhile as capacity on its way); ``clean``, it serves at
     once with the capacity of an interference-free instance (SF 0, as an initial instance
     before its probe), so a scale-out carries load as soon as the instance is up."""
-    urgent_wait_intervals: Annotated[int, Field(ge=0, le=100)] | None = None
-    """W for an interval short of capacity in which the measured mean response time exceeds
-    R_th on at least ``urgent_share`` of the serving instances (the shortfall is felt, not
-    only predicted): scale out once it shows in W' + 1 of the last 2W' + 1 intervals instead
-    (a W' above ``wait_intervals`` counts as ``wait_intervals``). ``None``: always
-    ``wait_intervals``."""
-    urgent_share: Annotated[float, Field(gt=0, le=1)] = 0.5
-    """The share of serving instances (at least one) whose measured mean RT must exceed R_th
-    for ``urgent_wait_intervals`` to apply."""
     weight_step: Annotated[float, Field(gt=0, le=1)] | None = None
     """Round each instance's share to the nearest multiple of this fraction of the largest
     share (at least one step) before it becomes a weight, so instances of about the same

@@ -21,30 +21,17 @@ class ScaleOut:
     ``observe`` counts every interval; ``decide``, on an interval short of capacity, weights
     the instances there are and waits or adds."""
 
-    def __init__(
-        self,
-        fleet: Fleet,
-        account: CapacityAccount,
-        wait_intervals: int,
-        urgent_wait_intervals: int | None = None,
-    ) -> None:
+    def __init__(self, fleet: Fleet, account: CapacityAccount, wait_intervals: int) -> None:
         self.fleet = fleet
         self.account = account
         self.vote_ = Vote(wait_intervals)
         """Whether each of the last 2W + 1 intervals was short of capacity."""
-        self.urgent_wait = (
-            None if urgent_wait_intervals is None else min(urgent_wait_intervals, wait_intervals)
-        )
-        """W' for an interval whose shortfall the measured response times show."""
         self.due_ = False
-        """Whether the shortfall has shown in W + 1 of the last 2W + 1 intervals, this one too
-        (W' + 1 of 2W' + 1 in an urgent interval)."""
+        """Whether the shortfall has shown in W + 1 of the last 2W + 1 intervals, this one too."""
 
-    def observe(self, shortfall: bool, urgent: bool = False) -> None:
-        """Count one interval: short of capacity or not, and whether the measured response
-        times show it (``urgent``: the vote counts with W' then)."""
-        wait = self.urgent_wait if urgent and self.urgent_wait is not None else None
-        self.due_ = self.vote_.update(shortfall, wait)
+    def observe(self, shortfall: bool) -> None:
+        """Count one interval, short of capacity or not."""
+        self.due_ = self.vote_.update(shortfall)
 
     def need(self, plan: Plan) -> int:
         """Instances that make up the shortfall: each adds c_new less its probe."""
