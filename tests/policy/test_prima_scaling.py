@@ -265,21 +265,6 @@ def test_a_new_instance_weaker_than_expected_brings_one_more(tmp_path: Path) -> 
     assert w["n1"] == 256 and w["n3"] == round(256 * 15 / 45)  # ∝ capacity
 
 
-def test_an_overload_can_be_split_for_equal_predicted_rt(tmp_path: Path) -> None:
-    p = policy(tmp_path, 4, wait_intervals=0, overload_split="equal_rt")
-    p.decide(at(10, *[obs(10, f"i{k}", 75.0, 75.0) for k in range(1, 5)]))
-    new = [obs(40, "n1", 10.0, 10.0), obs(40, "n2", 10.0, 10.0), obs(40, "n3", 10.0, 70.0)]
-    d = p.decide(at(40, *[obs(40, f"i{k}", 75.0, 75.0) for k in range(1, 5)], *new))
-    # 330 % exceeds the 285 % they can carry at R_th. Above the knee RT = A + B·u +
-    # C·K·(u + U_int − X0), so n3 (U_int 60 %) takes 60·C·K / (B + C·K) = 30 % less than each
-    # of the six without a neighbour: 6u + (u − 30) = 330.
-    less = 60 * sb.C * sb.K / (sb.B + sb.C * sb.K)
-    u_free = (330 + less) / 7
-    w = {a.instance_id: a.weight for a in d.actions if isinstance(a, SetWeight)}
-    assert w["n1"] == 256 and w["n3"] == round(256 * (u_free - less) / u_free)
-    assert "weights for equal predicted RT" in d.reason
-
-
 def test_new_instances_wait_at_weight_zero_for_their_sf(tmp_path: Path) -> None:
     p = policy(tmp_path, 1, wait_intervals=0)
     assert adds(p.decide(at(10, obs(10, "i1", 50.0, 50.0)))) == ["n1"]

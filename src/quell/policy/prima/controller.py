@@ -38,7 +38,7 @@ from quell.models.capacity import CapacityModel
 from quell.policy.context import PolicyContext, parse_params
 from quell.policy.fleet import Fleet
 from quell.policy.prima.calibration import Calibration
-from quell.policy.prima.capacity import CapacityAccount, Plan
+from quell.policy.prima.capacity import WEIGHTING, CapacityAccount, Plan
 from quell.policy.prima.inputs import Inputs
 from quell.policy.prima.interval import Interval
 from quell.policy.prima.onset import Onset
@@ -84,9 +84,7 @@ class PrimaPolicy:
             self.fleet_,
             ctx.probe_util_pct if params.probe_accounting else {},
             ctx.initial_instances.values(),
-            params.overload_split,
             params.safety_factor,
-            params.weight_step,
             params.min_room_pct,
         )
         self.calibration_ = Calibration(
@@ -213,11 +211,10 @@ class PrimaPolicy:
         self.intervals_ += 1
         warmup = self.params.warmup_intervals
         if self.intervals_ <= warmup:
-            weights = self.account_.weights(now.ids, now.u_max, now.u_int, now.total_u)
-            weighting = self.account_.weighting(now.u_max, now.total_u)
+            weights = self.account_.weights(now.ids, now.u_max)
             reason = (
                 f"{now.state}: warming up ({self.intervals_}/{warmup}), not scaling until the "
-                f"windows fill; {weighting}"
+                f"windows fill; {WEIGHTING}"
             )
             return Decision(weights, reason=reason, detail=now.detail)
         self.scale_out_.observe(plan.shortfall)

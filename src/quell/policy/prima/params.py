@@ -42,12 +42,6 @@ class PrimaParams(BaseModel):
     """Plan capacity for U × (1 + this): spare capacity in proportion to the load, so an
     instance's share stays this much below its U_max and the interval-to-interval swings of
     its load and response time stay under R_th (the paper's factor of safety, relative)."""
-    overload_split: Literal["capacity", "equal_rt"] = "capacity"
-    """How to weight instances whose capacities do not carry the load (before new ones
-    arrive, or when the fleet cannot grow): ``capacity``, in proportion to the capacities as
-    at any other time (the paper; each instance exceeds its U_max by the same factor, and one
-    without capacity gets nothing); ``equal_rt``, the split that gives every instance the same
-    predicted response time (the worst instance suffers least, but more of them miss R_th)."""
     sf_window: Annotated[int, Field(ge=1, le=100)] = 3
     """SF of an instance over its last this many probe samples (1: the last sample)."""
     sf_estimator: Literal["mean", "median"] = "mean"
@@ -98,14 +92,6 @@ class PrimaParams(BaseModel):
     0 until its first SF (counted meanwhile as capacity on its way); ``clean``, it serves at
     once with the capacity of an interference-free instance (SF 0, as an initial instance
     before its probe), so a scale-out carries load as soon as the instance is up."""
-    weight_step: Annotated[float, Field(gt=0, le=1)] | None = None
-    """Round each instance's share to the nearest multiple of this fraction of the largest
-    share (at least one step) before it becomes a weight, so instances of about the same
-    capacity get the same weight. Behind least connections, which picks the fewest
-    (connections + 1) / weight, the highest weight wins among idle servers: with shares that
-    differ a little, requests pile onto the highest-weighted while a fleet holds fewer open
-    connections than it has instances; equal weights leave that choice to the rotation.
-    ``None``: weights ∝ capacity as it is (the paper)."""
     min_room_pct: Annotated[float, Field(ge=0, le=100)] = 0.0
     """An instance with less than this U left for requests (U_max less its probe) gets weight 0
     (it still counts in ΣU_max): behind a strong neighbour an instance's response time has a

@@ -16,7 +16,7 @@ from numpy.typing import NDArray
 from quell.core.action import Action, Decision, SetWeight
 from quell.policy.fleet import Fleet
 from quell.policy.hysteresis import MAX_TRIAL_BACKOFF, Trial, Vote
-from quell.policy.prima.capacity import CapacityAccount
+from quell.policy.prima.capacity import WEIGHTING, CapacityAccount
 from quell.policy.prima.interval import Interval
 from quell.policy.prima.params import PrimaParams
 
@@ -75,15 +75,14 @@ class ScaleIn:
         if not self.excess_.update(excess, wait):
             detail["kept"] = ids
             detail["removed"] = []
-            weights = self.account.weights(ids, now.u_max, now.u_int, now.total_u)
-            weighting = self.account.weighting(now.u_max, now.total_u)
+            weights = self.account.weights(ids, now.u_max)
             if excess:
                 reason = (
                     f"{state}: {k} instance(s) would do, waiting "
-                    f"({self.excess_.count_}/{wait + 1}); {weighting}"
+                    f"({self.excess_.count_}/{wait + 1}); {WEIGHTING}"
                 )
                 return Decision(weights, reason=reason, detail=detail), now
-            return Decision(weights, reason=f"{state}: {weighting}", detail=detail), now
+            return Decision(weights, reason=f"{state}: {WEIGHTING}", detail=detail), now
         self.excess_.clear()
         drop = [ids[j] for j in order[k:].tolist()]
         detail["scale_in_load_pct"] = load_k
@@ -121,9 +120,7 @@ class ScaleIn:
         now.detail["kept"] = kept.ids
         now.detail["removed"] = []
         now.detail["on_trial"] = list(self.on_trial_)
-        weights = self.account.trial_weights(
-            now.ids, keep_mask, kept.ids, now.u_max, now.u_int, now.total_u
-        )
+        weights = self.account.trial_weights(now.ids, keep_mask, kept.ids, now.u_max)
         reason = (
             f"{now.state}: {len(kept.ids)} instance(s) with ΣU_max={cap_keep:.1f}% would do"
             f"{_without_probes(now.total_u, load_k)}: trying them without {_names(drop)} "
@@ -159,11 +156,11 @@ class ScaleIn:
             detail["kept"] = ids
             detail["removed"] = []
             return Decision(
-                self.account.weights(ids, now.u_max, now.u_int, now.total_u),
+                self.account.weights(ids, now.u_max),
                 reason=f"{state}; {carried} {why} their U={kept_u:.1f}%: trial failed, "
                 f"{_names(drop)} back in; next try after "
                 f"{self.trial_.wait(self.wait_intervals) + 1} interval(s) over; "
-                f"{self.account.weighting(now.u_max, now.total_u)}",
+                f"{WEIGHTING}",
                 detail=detail,
             ), now
         if step == "passed":
@@ -173,7 +170,7 @@ class ScaleIn:
         detail["kept"] = kept.ids
         detail["removed"] = []
         return Decision(
-            self.account.trial_weights(ids, keep_mask, kept.ids, now.u_max, now.u_int, now.total_u),
+            self.account.trial_weights(ids, keep_mask, kept.ids, now.u_max),
             reason=f"{state}; trying {len(kept.ids)} instance(s) without "
             f"{_names(list(self.on_trial_))} ({self.trial_.runs_}/{self.trial_.length}): "
             f"{carried} {'fall short of' if short else 'carry'} their U={kept_u:.1f}%",
@@ -218,9 +215,7 @@ class ScaleIn:
         leaving probes) with the headroom."""
         total_u = now.total_u
         _, kept = now.without(drop)
-        actions: list[Action] = list(
-            self.account.weights(kept.ids, kept.u_max, kept.u_int, total_u)
-        )
+        actions: list[Action] = list(self.account.weights(kept.ids, kept.u_max))
         removed = []
         at = {iid: j for j, iid in enumerate(now.ids)}
         for iid in drop:
@@ -251,7 +246,7 @@ class ScaleIn:
             tuple(actions),
             reason=f"{len(kept.ids)} instance(s) with ΣU_max={cap_keep:.1f}% {carried}: scale "
             f"in, removing {len(removed)} ({_names(removed)}); "
-            f"{self.account.weighting(kept.u_max, total_u)}",
+            f"{WEIGHTING}",
             detail=now.detail,
         ), kept
 

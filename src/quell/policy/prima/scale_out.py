@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from quell.core.action import Decision
 from quell.policy.fleet import Fleet
 from quell.policy.hysteresis import Vote
-from quell.policy.prima.capacity import CapacityAccount, Plan
+from quell.policy.prima.capacity import WEIGHTING, CapacityAccount, Plan
 from quell.policy.prima.interval import Interval
 
 
@@ -45,18 +45,17 @@ class ScaleOut:
     ) -> tuple[Decision, bool]:
         """The decision on an interval short of capacity, and whether it adds instances
         (``avoid``: U_int last read on each host, taken last and the highest latest)."""
-        weights = self.account.weights(now.ids, now.u_max, now.u_int, now.total_u)
-        weighting = self.account.weighting(now.u_max, now.total_u)
+        weights = self.account.weights(now.ids, now.u_max)
         if not self.due_:
             reason = (
-                f"{now.state}: waiting ({self.vote_.count_}/{self.vote_.wait + 1}); {weighting}"
+                f"{now.state}: waiting ({self.vote_.count_}/{self.vote_.wait + 1}); {WEIGHTING}"
             )
             return Decision(weights, reason=reason, detail=now.detail), False
         need = self.need(plan)
         adds = self.fleet.add_many(need, weight=0, avoid=avoid)
         now.detail["added"] = [a.instance_id for a in adds]
         if not adds:
-            reason = f"{now.state} and the fleet cannot grow: {weighting}"
+            reason = f"{now.state} and the fleet cannot grow: {WEIGHTING}"
             return Decision(weights, reason=reason, detail=now.detail), False
         self.vote_.clear()
         names = ", ".join(
@@ -72,6 +71,6 @@ class ScaleOut:
         short = f"; {need - len(adds)} more wanted, the fleet is full" if len(adds) < need else ""
         reason = (
             f"{now.state}: short by {plan.demand_pct - plan.planned_pct:.1f}%, scale out with "
-            f"{len(adds)} instance(s) ({names}{more}){short}; {weighting} meanwhile"
+            f"{len(adds)} instance(s) ({names}{more}){short}; {WEIGHTING} meanwhile"
         )
         return Decision((*weights, *adds), reason=reason, detail=now.detail), True
