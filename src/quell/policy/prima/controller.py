@@ -71,9 +71,8 @@ class PrimaPolicy:
             SeverityEstimator(
                 bundle.probe_table,
                 params.sf_window,
-                params.sf_estimator,
-                params.sf_jump,
-                params.sf_confidence_z,
+                jump=params.sf_jump,
+                confidence_z=params.sf_confidence_z,
             ),
             UtilWindow(params.util_window) if params.util_window > 1 else None,
             ctx.initial_instances,

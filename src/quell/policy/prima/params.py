@@ -44,10 +44,6 @@ class PrimaParams(BaseModel):
     its load and response time stay under R_th (the paper's factor of safety, relative)."""
     sf_window: Annotated[int, Field(ge=1, le=100)] = 3
     """SF of an instance over its last this many probe samples (1: the last sample)."""
-    sf_estimator: Literal["mean", "median"] = "mean"
-    """How the window's samples make one SF: ``mean``, Eq. 1 on their mean probe time, as the
-    profile reads a model cell; ``median``, the median of their SFs, which one outlying sample
-    moves less but which reads a skewed probe time low (``SeverityEstimator``)."""
     sf_confidence_z: Annotated[float, Field(ge=0, le=10)] | None = None
     """An SF estimate counts only above this many standard errors of the probe's own scatter
     in isolation (the profile's spread at each sample's U, over the window's samples); at or
