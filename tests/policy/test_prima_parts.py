@@ -176,7 +176,8 @@ def test_a_scale_out_waits_for_the_vote_then_adds(model: CapacityModel) -> None:
 def test_a_scale_in_puts_the_instances_not_needed_on_trial(model: CapacityModel) -> None:
     fleet = _fleet(3)
     account = _account(model, fleet, probes=False)
-    params = PrimaParams(model="m.json", scale_in_wait_intervals=0, scale_in_trial_intervals=2)
+    # the trial lasts until the windows read the new loads: the larger of them, + 1
+    params = PrimaParams(model="m.json", scale_in_wait_intervals=0, sf_window=1)
     scale_in = ScaleIn(fleet, account, params)
     u_max = np.array([20.0, 45.0, 30.0])
     now = Interval(["i1", "i2", "i3"], 40.0, np.full(3, 13.0), u_max, np.zeros(3), "S", {})

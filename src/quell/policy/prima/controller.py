@@ -8,11 +8,10 @@ each. When U exceeds ΣU_max plus that now and in W + 1 of the last 2W + 1 inter
 that noise interrupts still does), add ceil(shortfall / U_max of an interference-free instance)
 instances at once; their real capacity replaces the estimate once their probe reports, and a
 further shortfall adds more. When the K highest-capacity instances carry U (less the probes
-of the instances that would leave) with ``scale_in_headroom`` to spare (plus
-``safety_instances``) in the same way for ``scale_in_wait_intervals`` and nothing is on its way,
-the rest go on trial at weight 0 and are removed if the K still carry their new loads with the
-same headroom (see ``scale_in_trial_intervals``). Every interval, weight the serving instances
-in proportion to their capacities.
+of the instances that would leave) with ``scale_in_headroom`` to spare in the same way for
+``scale_in_wait_intervals`` and nothing is on its way, the rest go on trial at weight 0 and are
+removed if the K still carry their new loads with the same headroom (``scale_in``). Every
+interval, weight the serving instances in proportion to their capacities.
 
 Calibration: when an instance's predicted response time at its new share is within ±δ of R_th,
 its measured response time is watched; while it is above the prediction, the SF that RTM needs
@@ -81,13 +80,13 @@ class PrimaPolicy:
         self.account_ = CapacityAccount(
             self.capacity_,
             self.fleet_,
-            ctx.probe_util_pct if params.probe_accounting else {},
+            ctx.probe_util_pct,
             ctx.initial_instances.values(),
             params.safety_factor,
             params.min_room_pct,
         )
         self.calibration_ = Calibration(
-            self.capacity_, self.account_, target_rt_s, params.calibration_delta, params.calibrate
+            self.capacity_, self.account_, target_rt_s, params.calibrate
         )
         self.scale_out_ = ScaleOut(self.fleet_, self.account_, params.wait_intervals)
         self.scale_in_ = ScaleIn(self.fleet_, self.account_, params)
@@ -95,7 +94,6 @@ class PrimaPolicy:
         if params.onset_scale is not None:
             self.onset_ = Onset(
                 params.onset_scale,
-                params.onset_floor_pct,
                 self.target_rt_s if params.onset_zero_on_miss else None,
             )
         self.host_read_: dict[str, tuple[float, float]] = {}

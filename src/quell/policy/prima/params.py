@@ -28,16 +28,6 @@ class PrimaParams(BaseModel):
     scale_in_headroom: Annotated[float, Field(ge=0, le=10)] = 0.10
     """Scale in only to instances whose capacities exceed U × (1 + this): the band between
     scaling out (U > ΣU_max) and in keeps the controller from flapping."""
-    scale_in_trial_intervals: Annotated[int, Field(ge=0, le=100)] | None = None
-    """Before removing instances, let the ones to be kept carry the load for this many
-    intervals (the others stay up at weight 0), and remove only if the kept ones' capacities,
-    read at their new loads, still carry it; else restore the weights and wait twice as long
-    before trying again. An instance with little load cannot show a neighbour below the IM's
-    knee; a trial shows it before anything is lost. 0: remove at once, as the paper does.
-    Default: the larger of ``sf_window`` and ``util_window``, + 1 (until both read the new
-    load)."""
-    safety_instances: Annotated[int, Field(ge=0, le=1000)] = 0
-    """Extra instances kept beyond what the load needs (the paper's factor of safety)."""
     safety_factor: Annotated[float, Field(ge=0, le=10)] = 0.0
     """Plan capacity for U × (1 + this): spare capacity in proportion to the load, so an
     instance's share stays this much below its U_max and the interval-to-interval swings of
@@ -52,14 +42,7 @@ class PrimaParams(BaseModel):
     """U of an instance (and the total load): mean of its last this many intervals' utilisations
     (1: this interval's, as the paper with its 10 s period). The probe's SF is always read at
     the interval's own U."""
-    probe_accounting: bool = True
-    """An instance's U includes its own probe (the probe's bytes cross the same link; its share
-    is the scenario's probe size per period over each host's link). Scale-in judges U without
-    the probes of the instances that would leave; a new instance adds its capacity less its
-    probe; requests are weighted by capacity less the probe. False: the measured U and
-    capacities as they are, as the paper does (its probe is 0.08 % of a 1 Gbit/s link)."""
     calibrate: bool = True
-    calibration_delta: Annotated[float, Field(gt=0, lt=1)] = 0.10
     drop_idle_intervals: Annotated[int, Field(ge=1, le=1000)] | None = None
     """Remove an instance whose capacity has left nothing for requests (U_max at or below its
     probe's share: it serves at weight 0) for this many intervals in a row, while another
@@ -70,10 +53,9 @@ class PrimaParams(BaseModel):
     back and wait twice as long (as before)."""
     onset_scale: Annotated[float, Field(ge=1, le=10)] | None = None
     """When an instance whose last reading showed no neighbour load (U_int at most
-    ``onset_floor_pct``) reads some, take its U_int this many times as read for that interval
+    2 %, ``quell.policy.prima.onset.FLOOR_PCT``) reads some, take its U_int this many times as read for that interval
     (``quell.policy.prima.onset``): a neighbour that arrived part-way through the interval is
     in only the downloads after it, on average half. ``None``: as read (the paper)."""
-    onset_floor_pct: Annotated[float, Field(ge=0, le=100)] = 2.0
     onset_zero_on_miss: bool = False
     """With ``onset_scale``: an instance at an onset whose measured mean response time in the
     interval was above R_th gets no capacity for the next interval (the neighbour is felt, not
