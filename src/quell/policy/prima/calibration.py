@@ -1,9 +1,9 @@
-"""PRIMA's runtime calibration (Section IV; step 7 of docs/papers/prima.md): the instances whose
-predicted response time at their new share lies within ±δ (``DELTA``) of R_th are watched; while a watched
-instance measures above its prediction, the SF that RTM needs to explain the measurement
-replaces the probe's (when higher), which lowers its capacity. A revision goes when the
-instance measures at or below the prediction, when it is no longer watched, or when its probe
-reads clearly less interference than at the revision."""
+"""PRIMA's runtime calibration (Section IV): the instances whose predicted response time at their
+new share lies within ±δ (``DELTA``) of R_th are watched; while a watched instance measures above
+its prediction, the SF that RTM needs to explain the measurement replaces the probe's (when higher),
+which lowers its capacity. A revision goes when the instance measures at or below the prediction,
+when it is no longer watched, or when its probe reads clearly less interference than at the
+revision."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""PRIMA's capacity accounting: the capacity the fleet has and has on its way against the load
-(steps 3-4 of docs/papers/prima.md), the probe's own share of each instance's U, and how the
-requests are split over the capacities (step 6): weights ∝ capacity less the probe."""
+"""PRIMA's capacity accounting: the capacity the fleet has and has on its way against the load,
+the probe's own share of each instance's U, and how the requests are split over the
+capacities: weights ∝ capacity less the probe."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A neighbour's onset read at its full level (``onset_scale``; docs/prima.md, issue 25).
+"""A neighbour's onset read at its full level (``onset_scale``; docs/papers/prima.md).
 
 An interval's probe reading is the mean of the downloads that finished in it. A neighbour that
 arrives part-way through an interval is seen in only the downloads after it, so the first
@@ -13,7 +13,7 @@ neighbour there throughout, replaces it.
 With ``zero_over_rt_s`` (``onset_zero_on_miss``: R_th), an instance at an onset whose measured
 mean response time in the interval was above it gets no capacity for the next interval: the
 neighbour is felt as well as read, and a mixed reading still leaves a share that a neighbour
-with an RT floor above R_th does not allow (docs/prima.md, sixth pass). A reading that is only
+with an RT floor above R_th does not allow (docs/papers/prima.md). A reading that is only
 probe noise seldom comes with a missed interval, which keeps this from emptying clean
 instances."""
 

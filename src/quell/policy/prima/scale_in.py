@@ -1,16 +1,15 @@
-"""PRIMA's scale-in (step 5 of docs/papers/prima.md): keep the fewest instances, highest U_max
-first, whose capacities carry U less the probes of the others with ``scale_in_headroom`` to
-spare (at least ``min_instances``). Once that has shown in W + 1 of the last 2W + 1 intervals
-(W = ``scale_in_wait_intervals``) with nothing on its way, the others go on trial at weight 0
-until the kept ones' windows have read their new loads (the larger of ``sf_window`` and
-``util_window``, + 1 intervals), and are removed if the kept ones carry their own load through
-it with the same headroom; a failed trial brings them back and doubles W + 1 before the next
-(``quell.policy.hysteresis.Trial``).
+"""PRIMA's scale-in: keep the fewest instances, highest U_max first, whose capacities carry U less
+the probes of the others with ``scale_in_headroom`` to spare (at least ``min_instances``). Once that
+has shown in W + 1 of the last 2W + 1 intervals (W = ``scale_in_wait_intervals``) with nothing on
+its way, the others go on trial at weight 0 until the kept ones' windows have read their new loads
+(the larger of ``sf_window`` and ``util_window``, + 1 intervals), and are removed if the kept ones
+carry their own load through it with the same headroom; a failed trial brings them back and doubles
+W + 1 before the next (``quell.policy.hysteresis.Trial``).
 
-The paper removes at once. An instance that carries little load cannot show its neighbour
-(below the IM's knee SF reads 0 whatever the neighbour's load), so its U_max looks like a free
-instance's until it carries more; the trial shows that before anything is removed. Every
-shipped scenario scales in through the trial; no run has set it against removing at once."""
+The paper removes at once. An instance that carries little load cannot show its neighbour (below the
+IM's knee SF reads 0 whatever the neighbour's load), so its U_max looks like a free instance's until
+it carries more; the trial shows that before anything is removed. Every shipped scenario scales in
+through the trial; no run has set it against removing at once."""
 
 from __future__ import annotations
 

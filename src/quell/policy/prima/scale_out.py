@@ -1,7 +1,7 @@
-"""PRIMA's scale-out (step 4 of docs/prima.md): when the load exceeds the capacity planned now
-and in W + 1 of the last 2W + 1 intervals (W = ``wait_intervals``), add ⌈shortfall / (c_new −
-p)⌉ instances at once, c_new an interference-free instance's capacity and p its probe's share;
-their real capacity replaces c_new once their probe reports, and a shortfall left adds more."""
+"""PRIMA's scale-out: when the load exceeds the capacity planned now and in W + 1 of the last 2W + 1
+intervals (W = ``wait_intervals``), add ⌈shortfall / (c_new − p)⌉ instances at once, c_new an
+interference-free instance's capacity and p its probe's share; their real capacity replaces c_new
+once their probe reports, and a shortfall left adds more."""
 
 from __future__ import annotations
 
