@@ -191,7 +191,6 @@ class Ic2Params(BaseModel):
         if step > 1:
             for name, v in (
                 ("max_request_workers", self.max_request_workers),
-                ("min_max_request_workers", b.low.max_request_workers),
                 ("max_max_request_workers", b.high.max_request_workers),
             ):
                 if v % step:
