@@ -75,20 +75,27 @@ def test_with_nothing_changed_every_decision_comes_back_as_recorded(run_dir: Pat
     assert sum(row["recorded"] for row in r.scaling_by_phase().values()) == len(r.steps)
 
 
-def test_prima_replays_as_recorded_with_its_model_found_where_the_run_recorded(
-    tmp_path: Path,
-) -> None:
-    # PRIMA keeps windows, votes, trials and pending boots: all of it rebuilt from snapshots
+@pytest.fixture(scope="module")
+def prima_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A simulated Table VIII run of PRIMA, its model copied beside its scenario."""
+    tmp = tmp_path_factory.mktemp("prima")
     scenario = load_scenario(ROOT / "scenarios" / "prima-sim-table8.yaml")
     doc = scenario.model_dump(mode="json") | {"compare": []}
-    (tmp_path / "models").mkdir()
-    shutil.copy(ROOT / "scenarios" / "prima-sim-bundle.json", tmp_path / "models" / "b.json")
+    (tmp / "models").mkdir()
+    shutil.copy(ROOT / "scenarios" / "prima-sim-bundle.json", tmp / "models" / "b.json")
     doc["policy"]["params"]["model"] = "models/b.json"
-    path = tmp_path / "t8.yaml"
+    path = tmp / "t8.yaml"
     path.write_text(yaml.safe_dump(doc))
-    run = Path(run_sim(load_scenario(path), path, tmp_path / "runs")["run_dir"])
+    return Path(run_sim(load_scenario(path), path, tmp / "runs")["run_dir"])
+
+
+def test_prima_replays_as_recorded_with_its_model_found_where_the_run_recorded(
+    prima_run: Path,
+) -> None:
+    # PRIMA keeps windows, votes, trials and pending boots: all of it rebuilt from snapshots
+    run = prima_run
     with RunStore.open(run) as store:
-        assert store.meta()["scenario_dir"] == str(tmp_path.resolve())
+        assert store.meta()["scenario_dir"] == str(run.parents[1].resolve())
     r = replay_run(run)
     assert r.intervals == r.same_decisions == r.recorded_intervals == 80  # 800 s in 10 s
     assert r.diverged_at_s is None and len(r.steps) >= 1  # it scaled, and again alike
@@ -168,6 +175,15 @@ def test_the_command_prints_the_difference_and_one_json_document(run_dir: Path) 
 def test_bad_changes_exit_2_naming_them(run_dir: Path, args: list[str], said: str) -> None:
     proc = quell("replay", str(run_dir), *args)
     assert proc.returncode == 2 and said in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_parameter_prima_no_longer_has_is_refused_by_name(prima_run: Path) -> None:
+    # rt_scale and weight_step were measured and not adopted, and went with their code
+    proc = quell("replay", str(prima_run), "--set", "rt_scale=fleet", "--set", "weight_step=0.1")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "policy.params.rt_scale: unknown parameter" in proc.stderr
+    assert "policy.params.weight_step: unknown parameter" in proc.stderr
+    assert proc.stdout == ""
 
 
 def test_a_directory_that_is_not_a_run_exits_2(tmp_path: Path) -> None:

@@ -34,9 +34,9 @@ def lsf(ctx: PolicyContext | None = None, wait: int = 1) -> LeastSeverityPolicy:
     return LeastSeverityPolicy(R_TH, Fleet.from_context(ctx), flat_table(), wait)
 
 
-def lr(ctx: PolicyContext | None = None, wait: int = 1) -> LeastResponsePolicy:
+def lr(ctx: PolicyContext | None = None) -> LeastResponsePolicy:
     ctx = ctx or context(initial={"i1": "h1", "i2": "h2"}, hosts=("h3",), target_rt_s=R_TH)
-    return LeastResponsePolicy(R_TH, Fleet.from_context(ctx), wait)
+    return LeastResponsePolicy(R_TH, Fleet.from_context(ctx))
 
 
 def weights_of(actions: tuple[Any, ...]) -> dict[str, int]:
@@ -138,17 +138,20 @@ def test_table5_lr_gives_more_load_to_the_instance_with_the_lower_rt() -> None:
 
 
 def test_lr_remembers_the_last_rt_of_an_instance_without_requests() -> None:
-    p = lr(wait=0)
-    d = p.decide(snap(10, i1={"mean_rt_seconds": 0.3}, i2={"mean_rt_seconds": 0.1}))
+    p = lr()  # W = 1: each split after two intervals over R_th
+    for t in (10, 20):
+        d = p.decide(snap(t, i1={"mean_rt_seconds": 0.3}, i2={"mean_rt_seconds": 0.1}))
     assert weights_of(d.actions) == {"i1": 85, "i2": 256}
-    d = p.decide(snap(20, i1={"mean_rt_seconds": 0.3}, i2={}))
-    assert d.actions == ()  # same split from i2's last RT; nothing to resend
+    for t in (30, 40):
+        d = p.decide(snap(t, i1={"mean_rt_seconds": 0.3}, i2={}))
+    assert d.actions == () and p.streak.n == 2  # due: the same split, from i2's last RT
 
 
 def test_lr_adds_with_the_weight_in_force_so_the_new_instance_gets_load() -> None:
     ctx = context(initial={"i1": "h1"}, hosts=("h2",), target_rt_s=R_TH)
-    p = lr(ctx, wait=0)
-    d = p.decide(snap(10, i1={"mean_rt_seconds": 0.3, "weight": 100}))
+    p = lr(ctx)
+    assert p.decide(snap(10, i1={"mean_rt_seconds": 0.3, "weight": 100})).actions == ()
+    d = p.decide(snap(20, i1={"mean_rt_seconds": 0.3, "weight": 100}))
     assert d.actions == (AddInstance("n1", "h2", 100),)
 
 
@@ -262,7 +265,7 @@ def test_unknown_parameter_names_its_location() -> None:
 
 
 def test_negative_w_and_every_problem_at_once() -> None:
-    assert locations("lr", {"wait_intervals": -1}) == ["policy.params.wait_intervals"]
+    assert locations("lr", {"wait_intervals": 1}) == ["policy.params.wait_intervals"]  # none
     assert locations("lsf", {"wait_intervals": -1, "x": 1}) == [
         "policy.params.model",
         "policy.params.wait_intervals",

@@ -107,8 +107,8 @@ def test_default_bounds_and_interference_value() -> None:
     p = Ic2Params.model_validate(PARAMS)
     assert p.bounds() == Bounds(Settings(32, 1.25, 2), Settings(128, 20.0, 128))
     assert p.php_interference() == 128
-    low = Ic2Params.model_validate({**PARAMS, "context_change": "increased_page_faults"})
-    assert low.php_interference() == 2
+    higher = Ic2Params.model_validate({**PARAMS, "max_max_request_workers": 96})
+    assert higher.bounds().high.max_request_workers == 96
 
 
 def test_inconsistent_parameters_are_refused_by_name(tmp_path: Path) -> None:
@@ -116,8 +116,7 @@ def test_inconsistent_parameters_are_refused_by_name(tmp_path: Path) -> None:
     write_detector(tmp_path / "detector.json")
     bad = {
         **PARAMS,
-        "min_max_request_workers": 72,
-        "max_keepalive_timeout_s": 4,
+        "max_max_request_workers": 56,
         "interference_php_max_children": 8,
         "colour": "red",
     }
@@ -129,8 +128,7 @@ def test_inconsistent_parameters_are_refused_by_name(tmp_path: Path) -> None:
     with pytest.raises(InputError) as info:
         build_policy("ic2", bad, ctx)
     text = str(info.value)
-    assert "max_request_workers: bounds [72, 128] must hold the baseline 64" in text
-    assert "keepalive_timeout_s: bounds [1.25, 4.0] must hold the baseline 5.0" in text
+    assert "max_request_workers: bounds [32, 56] must hold the baseline 64" in text
     assert "must lie above the baseline (16)" in text
     with pytest.raises(InputError, match="multiple of threads_per_child"):
         build_policy("ic2", {**PARAMS, "max_request_workers": 60}, ctx)
@@ -302,17 +300,6 @@ def test_a_detector_over_three_intervals_reads_their_medians() -> None:
     assert "0.016 against a clean median of 0.012" in decisions[10].reason
     # each interval alone, the lone slow interval is an I verdict
     assert _verdicts(_run(_policy(), seq))[4] == "I"
-
-
-def test_the_two_state_machine_acts_on_one_verdict() -> None:
-    decisions = _run(_policy(states=2), [CLEAN] * 4 + [SLOW, CLEAN])
-    assert [k for k, _ in _actions(decisions)] == [4, 5]
-
-
-def test_within_qos_an_i_verdict_is_held_as_transient() -> None:
-    decisions = _run(_policy(qos_rt_s=0.5), [CLEAN] * 4 + [SLOW] * 5)
-    assert _actions(decisions) == []
-    assert decisions[-1].detail["instances"]["i1"]["state"] == "T"  # type: ignore[index]
 
 
 def test_online_reconfiguration_is_not_graceful() -> None:

@@ -40,7 +40,7 @@ def _fleet(n: int, hosts: int = 5) -> Fleet:
 
 def _account(model: CapacityModel, fleet: Fleet, probes: bool = True) -> CapacityAccount:
     pct = dict.fromkeys(fleet.hosts, PROBE_PCT) if probes else {}
-    return CapacityAccount(model, fleet, pct, [], "capacity", 0.0)
+    return CapacityAccount(model, fleet, pct, [], 0.0)
 
 
 def _obs(iid: str, u: float | None, probe_s: float | None) -> Observation:
@@ -107,9 +107,9 @@ def test_the_plan_counts_capacity_on_its_way_less_the_probes_not_in_u_yet(
 def test_shares_are_capacity_less_the_probe(model: CapacityModel) -> None:
     fleet = _fleet(2)
     account = _account(model, fleet)
-    u_max, u_int = np.array([40.0, 20.0]), np.zeros(2)
-    assert account.shares(["i1", "i2"], u_max, u_int, 50.0).tolist() == [36.0, 16.0]
-    assert account.weights(["i1", "i2"], u_max, u_int, 50.0) == (
+    u_max = np.array([40.0, 20.0])
+    assert account.shares(["i1", "i2"], u_max).tolist() == [36.0, 16.0]
+    assert account.weights(["i1", "i2"], u_max) == (
         SetWeight("i1", 256),
         SetWeight("i2", 114),
     )
@@ -118,62 +118,16 @@ def test_shares_are_capacity_less_the_probe(model: CapacityModel) -> None:
     )
 
 
-def test_weight_step_gives_instances_of_about_equal_capacity_the_same_weight(
-    model: CapacityModel,
-) -> None:
-    fleet = _fleet(6, hosts=6)
-    ids = [f"i{k}" for k in range(1, 7)]
-    pct = dict.fromkeys(fleet.hosts, PROBE_PCT)
-    u_max, u_int = np.array([40.0, 39.0, 38.0, 20.0, 5.0, 4.0]), np.zeros(6)
-    # shares less the probe: 36, 35, 34, 16, 1, 0
-    plain = CapacityAccount(model, fleet, pct, [], "capacity", 0.0)
-    assert [w.weight for w in plain.weights(ids, u_max, u_int, 100.0)] == [
-        256,
-        249,  # 256 × 35 / 36 = 248.9
-        242,  # 241.8
-        114,  # 113.8
-        7,  # 7.1
-        0,
-    ]
-    # steps of 0.1 × 36 = 3.6: 35 → 10 steps (36), 34 → 9 (32.4), 16 → 4 (14.4), 1 → 0 → 1
-    # step at least (3.6), 0 stays 0
-    tenth = CapacityAccount(model, _fleet(6, hosts=6), pct, [], "capacity", 0.0, 0.1)
-    assert [w.weight for w in tenth.weights(ids, u_max, u_int, 100.0)] == [
-        256,
-        256,
-        230,  # 256 × 0.9 = 230.4
-        102,  # 256 × 0.4 = 102.4
-        26,  # 256 × 0.1 = 25.6
-        0,
-    ]
-    # steps of 9: 36, 35 and 34 → 4 steps, 16 → 2, 1 → 1
-    quarter = CapacityAccount(model, _fleet(6, hosts=6), pct, [], "capacity", 0.0, 0.25)
-    assert [w.weight for w in quarter.weights(ids, u_max, u_int, 100.0)] == [
-        256,
-        256,
-        256,
-        128,
-        64,
-        0,
-    ]
-    # a trial: the kept instances' shares are stepped among themselves, the others get 0
-    keep = np.array([False, True, True, True, False, False])
-    trial = CapacityAccount(model, _fleet(6, hosts=6), pct, [], "capacity", 0.0, 0.25)
-    weights = trial.trial_weights(ids, keep, ["i2", "i3", "i4"], u_max, u_int, 100.0)
-    # 35, 34, 16 in steps of 8.75: 4, 4, 2 (16 / 8.75 = 1.83)
-    assert [w.weight for w in weights] == [0, 256, 256, 128, 0, 0]
-
-
 def test_min_room_pct_gives_an_instance_with_a_sliver_of_capacity_no_requests(
     model: CapacityModel,
 ) -> None:
     ids = ["i1", "i2", "i3"]
     pct = dict.fromkeys(_fleet(3).hosts, PROBE_PCT)
-    u_max, u_int = np.array([40.0, 6.0, 7.0]), np.zeros(3)
+    u_max = np.array([40.0, 6.0, 7.0])
     # room for requests: 36, 2, 3; below 3 → none (3 itself stays)
-    account = CapacityAccount(model, _fleet(3), pct, [], "capacity", 0.0, None, 3.0)
-    assert account.shares(ids, u_max, u_int, 50.0).tolist() == [36.0, 0.0, 3.0]
-    assert [w.weight for w in account.weights(ids, u_max, u_int, 50.0)] == [
+    account = CapacityAccount(model, _fleet(3), pct, [], 0.0, 3.0)
+    assert account.shares(ids, u_max).tolist() == [36.0, 0.0, 3.0]
+    assert [w.weight for w in account.weights(ids, u_max)] == [
         256,
         0,
         21,  # 256 × 3 / 36 = 21.3
@@ -185,8 +139,8 @@ def test_min_room_pct_gives_an_instance_with_a_sliver_of_capacity_no_requests(
     # the plan still counts every capacity
     assert account.plan(50.0, u_max, [], []).capacity_sum_pct == 53.0
     # without it, 2 % of room is a share
-    plain = CapacityAccount(model, _fleet(3), pct, [], "capacity", 0.0)
-    assert plain.shares(ids, u_max, u_int, 50.0).tolist() == [36.0, 2.0, 3.0]
+    plain = CapacityAccount(model, _fleet(3), pct, [], 0.0)
+    assert plain.shares(ids, u_max).tolist() == [36.0, 2.0, 3.0]
 
 
 def test_a_scale_out_asks_for_exactly_the_instances_the_shortfall_needs(
@@ -222,7 +176,8 @@ def test_a_scale_out_waits_for_the_vote_then_adds(model: CapacityModel) -> None:
 def test_a_scale_in_puts_the_instances_not_needed_on_trial(model: CapacityModel) -> None:
     fleet = _fleet(3)
     account = _account(model, fleet, probes=False)
-    params = PrimaParams(model="m.json", scale_in_wait_intervals=0, scale_in_trial_intervals=2)
+    # the trial lasts until the windows read the new loads: the larger of them, + 1
+    params = PrimaParams(model="m.json", scale_in_wait_intervals=0, sf_window=1)
     scale_in = ScaleIn(fleet, account, params)
     u_max = np.array([20.0, 45.0, 30.0])
     now = Interval(["i1", "i2", "i3"], 40.0, np.full(3, 13.0), u_max, np.zeros(3), "S", {})

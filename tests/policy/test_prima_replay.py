@@ -4,10 +4,9 @@ action for action, word for word and number for number.
 
 The logs (``tests/fixtures/decisions``) were recorded with the controller as it stood before it
 was split into parts (see ``decision_log.py``): a lab run of ``scenarios/prima/demo.yaml`` on
-real servers, and simulator runs of the demo and of Tables VIII-X, each also with other
-parameters (windows over U, the median SF, a factor of safety, equal-RT splits, no trial, no
-calibration, no probe accounting, W = 0). A controller is pure, so equal decisions on the same
-snapshots mean equal runs."""
+real servers, and simulator runs of the demo and of Tables VIII-X, each with the parameters
+the header records. A controller is pure, so equal decisions on the same snapshots mean equal
+runs."""
 
 from __future__ import annotations
 

@@ -71,31 +71,6 @@ def test_capacity_from_measurements_estimates_interference_first() -> None:
     assert cm.predict_rt(u_max.value, u_int.value).value[0] <= 0.025
 
 
-@pytest.mark.parametrize(
-    ("total", "u_int"), [(60.0, [30.0, 50.0]), (80.0, [40.0, 60.0]), (95.0, [45.0, 20.0, 70.0])]
-)
-def test_an_overload_is_split_for_equal_predicted_rt(total: float, u_int: list[float]) -> None:
-    # Above the hinge RT = A + B·u + C·K·(u + U_int − X0): equal RT means
-    # u_k = c − C·K·U_int_k / (B + C·K) with the u_k summing to the load.
-    cm = sb.linear_bundle().capacity_model(0.025)
-    ui = np.array(u_int)
-    slope = sb.C * sb.K / (sb.B + sb.C * sb.K)
-    c = (total + slope * ui.sum()) / ui.size
-    expected = c - slope * ui
-    assert (expected + ui >= sb.X0).all()  # every instance on the hinge's sloped part
-    got = cm.equal_rt_split(total, ui)
-    assert got.sum() == pytest.approx(total, abs=1e-6)
-    assert got == pytest.approx(expected, abs=0.3)
-    rt = cm.predict_rt(got, ui).value
-    assert np.ptp(rt) < 0.02 * rt.mean()
-
-
-def test_an_overload_beyond_the_model_gets_the_largest_loads_it_knows() -> None:
-    cm = sb.linear_bundle().capacity_model(0.025)
-    got = cm.equal_rt_split(500.0, np.array([0.0, 60.0]))
-    assert got.sum() < 500.0 and got.max() == pytest.approx(cm.u_grid_[-1])
-
-
 def test_no_capacity_when_the_target_is_unreachable() -> None:
     cm = sb.linear_bundle().capacity_model(0.001)  # below A: even an idle instance misses it
     assert cm.capacity_for(np.array([0.0, 30.0])).value.tolist() == [0.0, 0.0]

@@ -340,7 +340,6 @@ class CapacityModel:
         first_over = np.where(over.any(axis=1), over.argmax(axis=1), uu.size)
         self.u_max_pct_ = np.where(first_over > 0, self.u_grid_[np.maximum(first_over - 1, 0)], 0.0)
         self.u_max_pct_[first_over == uu.size] = u_hi
-        self._fit_levels(rt.value.reshape(sf.shape))
         self.at_model_edge_ = first_over == uu.size
         """Where even the highest modelled U stays under R_th: capacity is the model's edge."""
         self.sf_grid_ = np.linspace(self.rtm.sf_.min(), self.rtm.sf_.max(), 201)
@@ -352,37 +351,6 @@ class CapacityModel:
         ).value.reshape(su.size, ss.size)
         """RTM on the U grid × an SF grid, for calibration's inversion in SF."""
         return self
-
-    def _fit_levels(self, rt_s: FloatArray, levels: int = 256) -> None:
-        """Tabulate, for RT levels spread over what the models predict, the largest U with a
-        predicted RT at or below each level, per neighbour load (for ``equal_rt_split``)."""
-        mono = np.maximum.accumulate(rt_s, axis=1)  # RT as U grows, made non-decreasing
-        self.rt_levels_s_ = np.geomspace(max(float(mono.min()), 1e-9), float(mono.max()), levels)
-        idx = np.stack([np.searchsorted(row, self.rt_levels_s_, side="right") for row in mono])
-        self.u_at_level_pct_ = np.where(idx > 0, self.u_grid_[np.maximum(idx - 1, 0)], 0.0).T
-        """Shape (levels, neighbour loads): U reaching each RT level, 0 below the lowest RT."""
-
-    def equal_rt_split(self, total_util_pct: float, u_int_pct: FloatArray) -> FloatArray:
-        """Shares of ``total_util_pct`` that give every instance the same predicted response
-        time (the lowest level at which they carry it all): how to spread a load that exceeds
-        the instances' capacities so the worst of them suffers least. Where even the highest
-        modelled level leaves load over, the shares are the largest loads the model knows."""
-        ui = _as_array(u_int_pct)
-        row = np.clip(
-            np.rint(ui / self.u_int_step_pct).astype(np.int64), 0, self.u_int_grid_.size - 1
-        )
-        u = self.u_at_level_pct_[:, row]
-        carried = u.sum(axis=1)
-        j = int(np.searchsorted(carried, total_util_pct, side="left"))
-        if j >= carried.size:
-            return np.asarray(u[-1], dtype=float)
-        if j == 0:  # all of it fits at the lowest level: in proportion to what each takes there
-            base = u[0] if carried[0] > 0 else np.ones(ui.size)
-            return np.asarray(total_util_pct * base / base.sum(), dtype=float)
-        lo, hi = carried[j - 1], carried[j]
-        frac = (total_util_pct - lo) / (hi - lo) if hi > lo else 1.0
-        shares: FloatArray = u[j - 1] + frac * (u[j] - u[j - 1])
-        return shares
 
     def revised_sf(self, util_pct: FloatArray, rt_s: FloatArray) -> Query:
         """For each instance, the SF at which RTM(U, SF) reaches its measured response time

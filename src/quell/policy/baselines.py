@@ -37,23 +37,32 @@ class _Params(BaseModel):
 
 class _WaitParams(_Params):
     wait_intervals: WaitIntervals = 1
-    """W: act once a condition has held W+1 consecutive intervals (PRIMA uses W = 1)."""
+    """W: act once a condition has held W + 1 consecutive intervals (the paper's W = 1). The
+    lab's Table VI scenarios set 2 for least-SF and the threshold, as for PRIMA there, so each
+    acts on the same evidence with 1 s intervals (docs/results/prima.md, prima-table6-video
+    and prima-table6-video-3hosts)."""
 
 
 class _LsfParams(_WaitParams):
     model: Annotated[str, Field(min_length=1)]
-    """Path of a PRIMA model bundle (relative to the scenario's directory); its probe table."""
+    """Path of a PRIMA model bundle (relative to the scenario's directory), for its probe
+    table: every scenario that runs least-SF names PRIMA's (docs/results/prima.md)."""
     workload: str | None = None
-    """If set, the bundle must have been built for this workload (as for ``prima``)."""
+    """If set, the bundle must have been built for this workload (as for ``prima``); the lab
+    scenarios set it, so a bundle of another workload is refused."""
 
 
 class _ThresholdParams(_WaitParams):
     scale_out_util_pct: Annotated[float, Field(gt=0, le=100)] = 30.0
     """Add an instance once the active instances' mean utilisation has been above this W + 1
-    intervals running."""
+    intervals running. The lab's Table VI scenarios set 38, where one instance without
+    neighbours meets R_th, and the threshold still missed R_th behind the neighbours (25.2 and
+    23.4 ms against 22; docs/results/prima.md, prima-table6-video and
+    prima-table6-video-3hosts); the simulator's scenarios run 30."""
     scale_in_util_pct: Annotated[float, Field(ge=0, le=100)] = 15.0
-    """Remove the newest once it has been below this W + 1 intervals running, and would stay below
-    ``scale_out_util_pct`` without it."""
+    """Remove the newest once it has been below this W + 1 intervals running, and would stay
+    below ``scale_out_util_pct`` without it. The lab's Table VI scenarios set 20 with their 38;
+    the simulator's scenarios run 15 (docs/results/prima.md)."""
 
     @field_validator("scale_in_util_pct")
     @classmethod
@@ -256,14 +265,16 @@ class LeastResponsePolicy(_LeastFirstPolicy):
     name = "lr"
     score_name = "mean_rt_s"
 
-    def __init__(self, target_rt_s: float, fleet: Fleet, wait_intervals: int = 1) -> None:
-        super().__init__(target_rt_s, fleet, wait_intervals)
+    def __init__(self, target_rt_s: float, fleet: Fleet) -> None:
+        # W = 1, the paper's: no shipped scenario sets least-RT's W otherwise and no run varied
+        # it, so it has no parameters.
+        super().__init__(target_rt_s, fleet, 1)
         self.rt_: dict[str, float] = {}
 
     @classmethod
     def build(cls, params: Params, ctx: PolicyContext) -> LeastResponsePolicy:
-        p = parse_params(_WaitParams, params, cls.name)
-        return cls(ctx.require_target(cls.name), Fleet.from_context(ctx), p.wait_intervals)
+        parse_params(_Params, params, cls.name)
+        return cls(ctx.require_target(cls.name), Fleet.from_context(ctx))
 
     def _scores(self, snapshot: Snapshot) -> dict[str, float]:
         self.rt_ = {i: r for i, r in self.rt_.items() if i in snapshot.instances}

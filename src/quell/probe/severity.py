@@ -50,14 +50,14 @@ def severity_factor(probe_rt_s: np.ndarray | float, r_iso_s: np.ndarray | float)
 class SeverityEstimator:
     """SF per instance over its last ``window`` probe samples.
 
-    ``estimator="mean"`` (the default) applies Eq. 1 to the window's mean probe time, each
-    sample taken relative to R_iso at its own U: max(0, mean(R_P / R_iso) − 1). That is how the
-    profile reads a model cell's SF (Eq. 1 on the cell's mean probe time), so the controller
-    reads SF on the scale its models were built on. ``estimator="median"`` takes the median of
-    the samples' SF instead: one outlying sample moves it less, but where the probe's time is
-    skewed (a filling link queue) it reads the SF low: over the lab file model's cells with a
+    The estimate is Eq. 1 on the window's mean probe time, each sample taken relative to R_iso
+    at its own U: max(0, mean(R_P / R_iso) − 1). That is how the profile reads a model cell's SF
+    (Eq. 1 on the cell's mean probe time), so the controller reads SF on the scale its models
+    were built on. The median of the samples' SFs, which one outlying sample moves less, reads
+    a skewed probe time (a filling link queue) low: over the lab file model's cells with a
     neighbour of 15–30 Mbit/s, windows of 3 read the neighbour's load (IM⁻¹(SF) − U) on average
-    5.6 points of U below the truth by the median and 2.7 by the mean.
+    5.6 points of U below the truth by the median and 2.7 by the mean, and the lab demo with it
+    missed R_th behind its neighbours in two runs of three (docs/papers/prima.md).
 
     Environments report a probe time only in the interval in which that download completed
     (``extra["probe_rt_seconds"]``, the mean where several did), so every reported value is a
@@ -82,7 +82,7 @@ class SeverityEstimator:
         self,
         table: ProbeTable,
         window: int = 1,
-        estimator: str = "mean",
+        *,
         jump: float | None = None,
         confidence_z: float | None = None,
     ) -> None:
@@ -90,11 +90,8 @@ class SeverityEstimator:
             raise ValueError(f"window must be at least 1, not {window}")
         if confidence_z is not None and confidence_z < 0:
             raise ValueError(f"confidence_z must be at least 0, not {confidence_z}")
-        if estimator not in ("mean", "median"):
-            raise ValueError(f"estimator must be 'mean' or 'median', not {estimator!r}")
         self.table = table
         self.window = window
-        self.estimator = estimator
         self.jump = jump
         self.confidence_z = confidence_z
         self._levels_sd = table.spread_levels() if confidence_z is not None else None
@@ -154,12 +151,7 @@ class SeverityEstimator:
         self._seen[r] += 1
         block = self._samples[r]
         count = np.minimum(self._seen[r], self.window)
-        if self.window == 1:
-            excess = block[:, 0]
-        elif self.estimator == "mean":
-            excess = _mean_of_samples(block, count)
-        else:
-            excess = _median_of_samples(block)
+        excess = block[:, 0] if self.window == 1 else _mean_of_samples(block, count)
         if self._levels_sd is not None and self.confidence_z is not None:
             sd = np.interp(np.asarray(util_pct, dtype=float), self.table.util_pct_, self._levels_sd)
             self._var[r, slot] = sd * sd
@@ -232,22 +224,4 @@ class SeverityEstimator:
 def _mean_of_samples(block: NDArray[np.float64], count: NDArray[np.int64]) -> NDArray[np.float64]:
     """The mean of each row's samples, ``count`` of them (slots not yet filled are NaN)."""
     out: NDArray[np.float64] = np.where(np.isnan(block), 0.0, block).sum(axis=1) / count
-    return out
-
-
-def _median_of_samples(block: NDArray[np.float64]) -> NDArray[np.float64]:
-    """``np.nanmedian(block, axis=1)`` for rows with at least one sample (NaN: none yet), the
-    same to the bit (the mean of the two middle samples is their sum halved, as there; an odd
-    count's middle sample is itself, which nanmedian's halved double of it equals short of
-    overflow), without nanmedian's masked-array machinery, which cost more than the rest of a
-    10,000-instance decision's SF update."""
-    s = np.sort(block, axis=1)  # NaN sorts last
-    width = block.shape[1]
-    if width % 2 == 1 and not np.isnan(s[:, -1]).any():  # every row full: the middle sample
-        return s[:, width // 2]
-    count = block.shape[1] - np.isnan(block).sum(axis=1)
-    n = np.arange(block.shape[0])
-    high = count // 2
-    low = np.where(count % 2 == 1, high, high - 1)
-    out: NDArray[np.float64] = (s[n, low] + s[n, high]) / 2.0
     return out

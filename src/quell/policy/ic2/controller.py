@@ -1,14 +1,13 @@
 """The IC2 controller (Maji et al., Section 4): per instance, each interval, its features → the
-detector's verdict (NI, T or I) → the state machine (``ContextChain``, or ``TwoStateChain``)
-→ on entering I2, Algorithm 1 over the settings in force (``update``), on entering NI2 the
+detector's verdict (NI, T or I) → the five-state machine (``ContextChain``) → on entering I2, Algorithm 1 over the settings in force (``update``), on entering NI2 the
 baseline again. It reconfigures the instance's own server (``ReconfigureServer``); it never
 touches the balancer.
 
 What it learns online, per instance: LPO_noinf_median and RT_noinf_median, the medians of LPO
-and response time over the last ``clean_window_intervals`` clean intervals (an NI verdict in
-NI2 with the baseline in force); and, while the chain heads for I2, the LPO and response time
-of the last ``evidence_intervals`` I verdicts, whose medians Algorithm 1 weighs against the
-clean ones.
+and response time over the last ``CLEAN_INTERVALS`` clean intervals (an NI verdict in NI2 with
+the baseline in force); and, while the chain heads for I2, the LPO and response time of the
+last ``EVIDENCE_INTERVALS`` I verdicts, whose medians Algorithm 1 weighs against the clean
+ones.
 
 A detector over a window of intervals (``window_intervals`` in its bundle) reads each feature
 as its median over the instance's last intervals (``quell.detect.features.FeatureWindow``);
@@ -33,9 +32,17 @@ from quell.detect.features import LPO, RT, FeatureWindow, core_index, feature_ro
 from quell.detect.labels import CLASSES
 from quell.detect.tree import CostSensitiveTree
 from quell.policy.context import PolicyContext, parse_params
-from quell.policy.hysteresis import ChainState, ContextChain, TwoStateChain, Verdict
+from quell.policy.hysteresis import ChainState, ContextChain, Verdict
 from quell.policy.ic2.params import Ic2Params
 from quell.policy.ic2.update import Bounds, Evidence, Settings, reconfigure_for_interference
+
+CLEAN_INTERVALS = 60
+"""The clean medians are over this many clean intervals: a minute at the lab's 1 s intervals,
+five at the simulator's 5 s, long enough that one slow interval does not move them. No run has
+varied it."""
+EVIDENCE_INTERVALS = 3
+"""Algorithm 1's LPO and RT are the medians of the last this many I verdicts: the three with
+which the five-state chain enters I2 from NI2 (NI2 → T → I1 → I2), not one interval's."""
 
 
 def _median(values: deque[float]) -> float | None:
@@ -49,16 +56,14 @@ def _finite(v: float) -> float | None:
 class InstanceState:
     """What IC2 keeps of one instance."""
 
-    def __init__(self, params: Ic2Params, window: FeatureWindow) -> None:
+    def __init__(self, window: FeatureWindow) -> None:
         self.window = window
         """The rows the detector reads, over its window."""
-        self.chain: ContextChain | TwoStateChain = (
-            ContextChain() if params.states == 5 else TwoStateChain()
-        )
-        self.clean_lpo: deque[float] = deque(maxlen=params.clean_window_intervals)
-        self.clean_rt: deque[float] = deque(maxlen=params.clean_window_intervals)
-        self.evidence_lpo: deque[float] = deque(maxlen=params.evidence_intervals)
-        self.evidence_rt: deque[float] = deque(maxlen=params.evidence_intervals)
+        self.chain = ContextChain()
+        self.clean_lpo: deque[float] = deque(maxlen=CLEAN_INTERVALS)
+        self.clean_rt: deque[float] = deque(maxlen=CLEAN_INTERVALS)
+        self.evidence_lpo: deque[float] = deque(maxlen=EVIDENCE_INTERVALS)
+        self.evidence_rt: deque[float] = deque(maxlen=EVIDENCE_INTERVALS)
         self.asked: Settings | None = None
         """The settings this policy last asked the instance for."""
 
@@ -120,7 +125,7 @@ class Ic2Policy:
             state = self.instances_.get(iid)
             if state is None:
                 window = FeatureWindow(self.detector.window_intervals, self._core_index)
-                state = self.instances_[iid] = InstanceState(self.params, window)
+                state = self.instances_[iid] = InstanceState(window)
             action, reason, row = self._one(iid, snapshot.instances[iid], state)
             rows[iid] = row
             if action is not None:
@@ -137,16 +142,9 @@ class Ic2Policy:
             reasons.append(f"no reconfiguration (states: {', '.join(states) or 'none'})")
         return Decision(tuple(actions), "; ".join(reasons), detail)
 
-    def _verdict(self, row: list[float], obs: Observation, state: InstanceState) -> Verdict | None:
+    def _verdict(self, row: list[float]) -> Verdict | None:
         code = self.detector.predict_one(row)
-        if code is None:
-            return None
-        verdict = CLASSES[code]
-        qos = self.params.qos_rt_s
-        rt = obs.mean_rt_seconds
-        if verdict == "I" and qos is not None and state.chain.config_ != "I2" and rt is not None:
-            return "T" if rt <= qos else verdict
-        return verdict
+        return None if code is None else CLASSES[code]
 
     def _one(
         self, iid: str, obs: Observation, state: InstanceState
@@ -156,7 +154,7 @@ class Ic2Policy:
         in_force = Settings.in_force(obs.extra, state.asked or self.baseline_)
         row = feature_row(obs, self.detector.features)
         lpo, rt = _finite(row[self._lpo_at]), _finite(row[self._rt_at])
-        verdict = self._verdict(state.window.push(row), obs, state)
+        verdict = self._verdict(state.window.push(row))
         out: dict[str, object] = {
             "verdict": verdict,
             "lpo_cpu_s_per_req": lpo,

@@ -1,9 +1,9 @@
-"""PRIMA's runtime calibration (Section IV; step 7 of docs/prima.md): the instances whose
-predicted response time at their new share lies within ±δ of R_th are watched; while a watched
-instance measures above its prediction, the SF that RTM needs to explain the measurement
-replaces the probe's (when higher), which lowers its capacity. A revision goes when the
-instance measures at or below the prediction, when it is no longer watched, or when its probe
-reads clearly less interference than at the revision."""
+"""PRIMA's runtime calibration (Section IV): the instances whose predicted response time at their
+new share lies within ±δ (``DELTA``) of R_th are watched; while a watched instance measures above
+its prediction, the SF that RTM needs to explain the measurement replaces the probe's (when higher),
+which lowers its capacity. A revision goes when the instance measures at or below the prediction,
+when it is no longer watched, or when its probe reads clearly less interference than at the
+revision."""
 
 from __future__ import annotations
 
@@ -15,6 +15,10 @@ from quell.policy.prima.capacity import CapacityAccount
 
 FloatArray = NDArray[np.float64]
 
+DELTA = 0.10
+"""δ, relative to R_th: an instance is watched while its predicted RT lies within ±δ of R_th.
+The paper's 10 % (Section VI-D, its ramp workload); no run here has varied it."""
+
 
 class Calibration:
     """The watched instances (``watch_``) and their revised SFs (``calibrated_sf_``).
@@ -24,7 +28,6 @@ class Calibration:
     model : the capacity model (predicted RT, the SF that explains a measured RT).
     account : each instance's load once new weights are in force.
     target_rt_s : R_th.
-    delta : δ, relative to R_th.
     enabled : without calibration nothing is ever watched.
     """
 
@@ -33,13 +36,11 @@ class Calibration:
         model: CapacityModel,
         account: CapacityAccount,
         target_rt_s: float,
-        delta: float,
         enabled: bool,
     ) -> None:
         self.model = model
         self.account = account
         self.target_rt_s = target_rt_s
-        self.delta = delta
         self.enabled = enabled
         self.watch_: set[str] = set()
         self.calibrated_sf_: dict[str, float] = {}
@@ -69,7 +70,7 @@ class Calibration:
             return
         new_u = self.account.new_loads(keep, u_max, total_u)
         rt = self.model.predict_rt(new_u, u_int).value
-        near = np.abs(rt - self.target_rt_s) <= self.delta * self.target_rt_s
+        near = np.abs(rt - self.target_rt_s) <= DELTA * self.target_rt_s
         self.watch_ = {keep[k] for k in np.flatnonzero(near).tolist()}
         for gone in [i for i in self.calibrated_sf_ if i not in self.watch_]:
             del self.calibrated_sf_[gone]

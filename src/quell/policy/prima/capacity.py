@@ -1,14 +1,11 @@
-"""PRIMA's capacity accounting: the capacity the fleet has and has on its way against the load
-(steps 3-4 of docs/prima.md), the probe's own share of each instance's U, and how the requests
-are split over the capacities (step 6): weights ∝ capacity less the probe, or, with
-``overload_split: equal_rt`` while the capacities fall short, for equal predicted response
-times."""
+"""PRIMA's capacity accounting: the capacity the fleet has and has on its way against the load,
+the probe's own share of each instance's U, and how the requests are split over the
+capacities: weights ∝ capacity less the probe."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -19,6 +16,9 @@ from quell.policy.fleet import Fleet
 from quell.policy.weights import proportional_array
 
 FloatArray = NDArray[np.float64]
+
+WEIGHTING = "weights ∝ capacity"
+"""How the requests are split, as the reasons say it."""
 
 
 @dataclass(frozen=True)
@@ -49,10 +49,7 @@ class CapacityAccount:
         in force (``weights`` hands out only the changes).
     probe_util_pct : host → the probe's share of U there; empty: probes not counted.
     initial_hosts : the hosts of the instances the run starts with.
-    overload_split : ``capacity`` or ``equal_rt`` (see ``PrimaParams``).
     safety_factor : plan capacity for U × (1 + this).
-    weight_step : round each share to a multiple of this fraction of the largest before it
-        becomes a weight (``None``: as it is); see ``PrimaParams.weight_step``.
     min_room_pct : an instance with less capacity than this left for requests gets none
         (``PrimaParams.min_room_pct``).
     """
@@ -63,17 +60,13 @@ class CapacityAccount:
         fleet: Fleet,
         probe_util_pct: Mapping[str, float],
         initial_hosts: Iterable[str],
-        overload_split: Literal["capacity", "equal_rt"],
         safety_factor: float,
-        weight_step: float | None = None,
         min_room_pct: float = 0.0,
     ) -> None:
         self.model = model
-        self.weight_step = weight_step
         self.min_room_pct = min_room_pct
         self.fleet = fleet
         self.probe_util_pct = dict(probe_util_pct)
-        self.overload_split = overload_split
         self.safety_factor = safety_factor
         self.new_capacity_pct = float(model.capacity_for(np.zeros(1)).value[0])
         """U_max of an interference-free instance: what a new instance is expected to add."""
@@ -85,11 +78,6 @@ class CapacityAccount:
             (self.probe_util_pct.get(h, 0.0) for h in fleet.hosts), default=0.0
         )
         """What a new instance's probe will add to U (the most any scaling host's takes)."""
-
-    def use(self, model: CapacityModel) -> None:
-        """Count with ``model`` from now on (and its interference-free instance's capacity)."""
-        self.model = model
-        self.new_capacity_pct = float(model.capacity_for(np.zeros(1)).value[0])
 
     # -- the load against the capacity ---------------------------------------------------------
     def plan(
@@ -153,66 +141,32 @@ class CapacityAccount:
         return probe, room
 
     # -- the split of the requests -------------------------------------------------------------
-    def _equal_rt(self, u_max: FloatArray, total_u: float) -> bool:
-        """Whether the load is split for equal predicted RT rather than ∝ capacity."""
-        return self.overload_split == "equal_rt" and float(u_max.sum()) < total_u
-
-    def weighting(self, u_max: FloatArray, total_u: float) -> str:
-        """How ``weights`` splits ``total_u`` over ``u_max``, in words."""
-        if self._equal_rt(u_max, total_u):
-            return "weights for equal predicted RT (capacities short of the load)"
-        return "weights ∝ capacity"
-
-    def shares(
-        self, ids: Sequence[str], u_max: FloatArray, u_int: FloatArray, total_u: float
-    ) -> FloatArray:
+    def shares(self, ids: Sequence[str], u_max: FloatArray) -> FloatArray:
         """Each instance's share of the requests: in proportion to its capacity (the paper)
-        less its probe, which it carries whatever its weight; or, with ``overload_split:
-        equal_rt`` while the capacities do not carry the load, the split for equal predicted
-        response times."""
-        if u_max.size > 1 and self._equal_rt(u_max, total_u):
-            return self.model.equal_rt_split(total_u, u_int)
+        less its probe, which it carries whatever its weight. While the capacities fall short
+        of the load the split stays so: the split for equal predicted response times was
+        measured instead and lowered Tables IX and X in the simulator (more instances missed
+        R_th, each by less), and weights rounded to steps did not gain beyond the seeds'
+        scatter (docs/papers/prima.md)."""
         return self._room(ids, u_max)[1]
 
-    def weights(
-        self, ids: list[str], u_max: FloatArray, u_int: FloatArray, total_u: float
-    ) -> tuple[SetWeight, ...]:
+    def weights(self, ids: list[str], u_max: FloatArray) -> tuple[SetWeight, ...]:
         """The weight changes that put ``shares`` in force (equal weights when no instance has
         capacity left)."""
-        shares = self.shares(ids, u_max, u_int, total_u)
+        shares = self.shares(ids, u_max)
         if float(shares.max(initial=0.0)) <= 0:
             shares = np.ones(len(ids))
-        return self.fleet.reweight_many(ids, proportional_array(self._stepped(shares)))
+        return self.fleet.reweight_many(ids, proportional_array(shares))
 
     def trial_weights(
-        self,
-        ids: list[str],
-        keep_mask: NDArray[np.bool_],
-        keep: list[str],
-        u_max: FloatArray,
-        u_int: FloatArray,
-        total_u: float,
+        self, ids: list[str], keep_mask: NDArray[np.bool_], keep: list[str], u_max: FloatArray
     ) -> tuple[SetWeight, ...]:
         """Weights of the kept instances (``keep``, where ``keep_mask``) as if they were all; 0
         for the others (on trial)."""
         shares = np.zeros(len(ids))
-        kept = self.shares(keep, u_max[keep_mask], u_int[keep_mask], total_u)
+        kept = self.shares(keep, u_max[keep_mask])
         shares[keep_mask] = kept if float(kept.max(initial=0.0)) > 0 else 1.0
-        return self.fleet.reweight_many(ids, proportional_array(self._stepped(shares)))
-
-    def _stepped(self, shares: FloatArray) -> FloatArray:
-        """With ``weight_step``: each share rounded to the nearest multiple of that fraction of
-        the largest (a positive share to one step at least), so instances of about the same
-        capacity get the same weight; else the shares as they are."""
-        step = self.weight_step
-        top = float(shares.max(initial=0.0))
-        if step is None or top <= 0:
-            return shares
-        unit = step * top
-        stepped: FloatArray = np.where(
-            shares > 0, np.maximum(np.rint(shares / unit), 1.0) * unit, 0.0
-        )
-        return stepped
+        return self.fleet.reweight_many(ids, proportional_array(shares))
 
     def new_loads(self, ids: list[str], u_max: FloatArray, total_u: float) -> FloatArray:
         """Each instance's U once the weights ∝ capacity (less its probe) are in force."""

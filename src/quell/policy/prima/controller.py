@@ -8,11 +8,10 @@ each. When U exceeds ΣU_max plus that now and in W + 1 of the last 2W + 1 inter
 that noise interrupts still does), add ceil(shortfall / U_max of an interference-free instance)
 instances at once; their real capacity replaces the estimate once their probe reports, and a
 further shortfall adds more. When the K highest-capacity instances carry U (less the probes
-of the instances that would leave) with ``scale_in_headroom`` to spare (plus
-``safety_instances``) in the same way for ``scale_in_wait_intervals`` and nothing is on its way,
-the rest go on trial at weight 0 and are removed if the K still carry their new loads with the
-same headroom (see ``scale_in_trial_intervals``). Every interval, weight the serving instances
-in proportion to their capacities.
+of the instances that would leave) with ``scale_in_headroom`` to spare in the same way for
+``scale_in_wait_intervals`` and nothing is on its way, the rest go on trial at weight 0 and are
+removed if the K still carry their new loads with the same headroom (``scale_in``). Every
+interval, weight the serving instances in proportion to their capacities.
 
 Calibration: when an instance's predicted response time at its new share is within ±δ of R_th,
 its measured response time is watched; while it is above the prediction, the SF that RTM needs
@@ -38,12 +37,11 @@ from quell.models.capacity import CapacityModel
 from quell.policy.context import PolicyContext, parse_params
 from quell.policy.fleet import Fleet
 from quell.policy.prima.calibration import Calibration
-from quell.policy.prima.capacity import CapacityAccount, Plan
+from quell.policy.prima.capacity import WEIGHTING, CapacityAccount, Plan
 from quell.policy.prima.inputs import Inputs
 from quell.policy.prima.interval import Interval
 from quell.policy.prima.onset import Onset
 from quell.policy.prima.params import PrimaParams
-from quell.policy.prima.rt_scale import RtScale, SloScale
 from quell.policy.prima.scale_in import ScaleIn
 from quell.policy.prima.scale_out import ScaleOut
 from quell.policy.window import UtilWindow
@@ -72,9 +70,8 @@ class PrimaPolicy:
             SeverityEstimator(
                 bundle.probe_table,
                 params.sf_window,
-                params.sf_estimator,
-                params.sf_jump,
-                params.sf_confidence_z,
+                jump=params.sf_jump,
+                confidence_z=params.sf_confidence_z,
             ),
             UtilWindow(params.util_window) if params.util_window > 1 else None,
             ctx.initial_instances,
@@ -83,54 +80,20 @@ class PrimaPolicy:
         self.account_ = CapacityAccount(
             self.capacity_,
             self.fleet_,
-            ctx.probe_util_pct if params.probe_accounting else {},
+            ctx.probe_util_pct,
             ctx.initial_instances.values(),
-            params.overload_split,
             params.safety_factor,
-            params.weight_step,
             params.min_room_pct,
         )
         self.calibration_ = Calibration(
-            self.capacity_, self.account_, target_rt_s, params.calibration_delta, params.calibrate
+            self.capacity_, self.account_, target_rt_s, params.calibrate
         )
-        self.scale_out_ = ScaleOut(
-            self.fleet_, self.account_, params.wait_intervals, params.urgent_wait_intervals
-        )
+        self.scale_out_ = ScaleOut(self.fleet_, self.account_, params.wait_intervals)
         self.scale_in_ = ScaleIn(self.fleet_, self.account_, params)
-        self.rt_scale_: RtScale | None = None
-        if params.rt_scale == "fleet":
-            self.rt_scale_ = RtScale(
-                bundle,
-                self.capacity_,
-                target_rt_s,
-                window=params.rt_scale_window,
-                z=params.rt_scale_z,
-                step=params.rt_scale_step,
-                lo=params.rt_scale_min,
-                hi=params.rt_scale_max,
-                min_util_pct=params.rt_scale_min_util_pct,
-            )
-        self.slo_scale_: SloScale | None = None
-        if params.rt_scale == "slo":
-            self.slo_scale_ = SloScale(
-                bundle,
-                self.capacity_,
-                target_rt_s,
-                window=params.rt_scale_window,
-                step=params.rt_scale_step,
-                lo=params.rt_scale_min,
-                hi=params.rt_scale_max,
-                miss_pct=params.rt_scale_miss_pct,
-                near=params.rt_scale_near,
-                min_samples=params.rt_scale_min_samples,
-                min_util_pct=params.rt_scale_min_util_pct,
-                max_u_int_pct=params.rt_scale_max_u_int_pct,
-            )
         self.onset_: Onset | None = None
         if params.onset_scale is not None:
             self.onset_ = Onset(
                 params.onset_scale,
-                params.onset_floor_pct,
                 self.target_rt_s if params.onset_zero_on_miss else None,
             )
         self.host_read_: dict[str, tuple[float, float]] = {}
@@ -140,14 +103,6 @@ class PrimaPolicy:
         """Intervals in a row each instance has had no capacity left for requests."""
         self.intervals_ = 0
         """Intervals decided on so far (``warmup_intervals``)."""
-
-    def _use(self, model: CapacityModel) -> None:
-        """Plan with ``model`` from now on (``rt_scale``: the model of the factor in force)."""
-        if model is self.capacity_:
-            return
-        self.capacity_ = model
-        self.account_.use(model)
-        self.calibration_.model = model
 
     @classmethod
     def build(cls, params: dict[str, float | int | str | bool], ctx: PolicyContext) -> PrimaPolicy:
@@ -190,10 +145,6 @@ class PrimaPolicy:
         if isinstance(seen, str):
             return Decision(reason=seen)
         ids, util = seen.ids, seen.util_pct
-        if self.rt_scale_ is not None:
-            self._use(self.rt_scale_.model())
-        if self.slo_scale_ is not None:
-            self._use(self.slo_scale_.model())
         sf, calibrated = self.calibration_.sf(ids, util, seen.sf_probe, seen.rt_s)
         u_int, u_max = self.capacity_.capacity(util, sf)
         onsets: list[str] = []
@@ -219,19 +170,11 @@ class PrimaPolicy:
         }
         if onsets:
             detail["onset"] = onsets
-        if self.rt_scale_ is not None:
-            detail |= self.rt_scale_.describe()
-            cap = self.params.rt_scale_max_u_int_pct
-            use = None if cap is None else u_int.value <= cap
-            self.rt_scale_.update(util, rt_now.value, seen.rt_s, use)
-        if self.slo_scale_ is not None:
-            detail |= self.slo_scale_.describe()
-            self.slo_scale_.update(util, u_max.value, u_int.value, seen.rt_s)
         if ids:
             now = Interval(
                 ids, seen.total_util_pct, util, u_max.value, u_int.value, plan.state, detail
             )
-            decision = self._act(now, plan, self._urgent(seen.rt_s))
+            decision = self._act(now, plan)
         else:
             decision = Decision(
                 reason=f"waiting for {', '.join(plan.coming)} to report its SF", detail=detail
@@ -259,31 +202,19 @@ class PrimaPolicy:
             columns["sf_gate"] = _nan_to_none(gate)
         return decision
 
-    def _urgent(self, rt_s: list[float | None]) -> bool:
-        """With ``urgent_wait_intervals``: whether the measured mean response time exceeds R_th
-        on at least ``urgent_share`` of the serving instances (and on one at least)."""
-        if self.params.urgent_wait_intervals is None or not rt_s:
-            return False
-        over = sum(1 for r in rt_s if r is not None and r > self.target_rt_s)
-        return over >= max(1, math.ceil(self.params.urgent_share * len(rt_s) - 1e-9))
-
-    def _act(self, now: Interval, plan: Plan, urgent: bool = False) -> Decision:
-        """Weights ∝ capacity every interval; scale out after a lasting shortfall (sooner when
-        the measured response times show it: ``urgent``), or go on to see whether fewer
-        instances would do, and watch the instances that keep serving."""
+    def _act(self, now: Interval, plan: Plan) -> Decision:
+        """Weights ∝ capacity every interval; scale out after a lasting shortfall, or go on to
+        see whether fewer instances would do, and watch the instances that keep serving."""
         self.intervals_ += 1
         warmup = self.params.warmup_intervals
         if self.intervals_ <= warmup:
-            weights = self.account_.weights(now.ids, now.u_max, now.u_int, now.total_u)
-            weighting = self.account_.weighting(now.u_max, now.total_u)
+            weights = self.account_.weights(now.ids, now.u_max)
             reason = (
                 f"{now.state}: warming up ({self.intervals_}/{warmup}), not scaling until the "
-                f"windows fill; {weighting}"
+                f"windows fill; {WEIGHTING}"
             )
             return Decision(weights, reason=reason, detail=now.detail)
-        if urgent:
-            now.detail["urgent"] = True
-        self.scale_out_.observe(plan.shortfall, urgent)
+        self.scale_out_.observe(plan.shortfall)
         self.scale_in_.observe(now.ids, plan.shortfall)
         if plan.shortfall:
             decision, grew = self.scale_out_.decide(now, plan, self._avoid())

@@ -1,8 +1,7 @@
-"""What PRIMA reads of a snapshot (steps 1 and 3 of docs/prima.md): each serving instance's U
-(the mean of its last ``util_window`` intervals), its SF from its probe (Eq. 1 over its last
-``sf_window`` samples), its measured response time, and the total load U. A new instance
-serves at weight 0 until its probe has reported (with ``new_instance_load: clean`` it serves at
-once); an initial one counts as SF 0 until then."""
+"""What PRIMA reads of a snapshot: each serving instance's U (the mean of its last ``util_window``
+intervals), its SF from its probe (Eq. 1 over its last ``sf_window`` samples), its measured response
+time, and the total load U. A new instance serves at weight 0 until its probe has reported (with
+``new_instance_load: clean`` it serves at once); an initial one counts as SF 0 until then."""
 
 from __future__ import annotations
 

@@ -1,10 +1,15 @@
-"""PRIMA's scale-in (step 5 of docs/prima.md): keep the fewest instances, highest U_max first,
-whose capacities carry U less the probes of the others with ``scale_in_headroom`` to spare
-(plus ``safety_instances``, at least ``min_instances``). Once that has shown in W + 1 of the
-last 2W + 1 intervals (W = ``scale_in_wait_intervals``) with nothing on its way, the others go
-on trial at weight 0 for ``scale_in_trial_intervals``, and are removed if the kept ones carry
-their own load through it with the same headroom; a failed trial brings them back and doubles
-W + 1 before the next (``quell.policy.hysteresis.Trial``)."""
+"""PRIMA's scale-in: keep the fewest instances, highest U_max first, whose capacities carry U less
+the probes of the others with ``scale_in_headroom`` to spare (at least ``min_instances``). Once that
+has shown in W + 1 of the last 2W + 1 intervals (W = ``scale_in_wait_intervals``) with nothing on
+its way, the others go on trial at weight 0 until the kept ones' windows have read their new loads
+(the larger of ``sf_window`` and ``util_window``, + 1 intervals), and are removed if the kept ones
+carry their own load through it with the same headroom; a failed trial brings them back and doubles
+W + 1 before the next (``quell.policy.hysteresis.Trial``).
+
+The paper removes at once. An instance that carries little load cannot show its neighbour (below the
+IM's knee SF reads 0 whatever the neighbour's load), so its U_max looks like a free instance's until
+it carries more; the trial shows that before anything is removed. Every shipped scenario scales in
+through the trial; no run has set it against removing at once."""
 
 from __future__ import annotations
 
@@ -16,7 +21,7 @@ from numpy.typing import NDArray
 from quell.core.action import Action, Decision, SetWeight
 from quell.policy.fleet import Fleet
 from quell.policy.hysteresis import MAX_TRIAL_BACKOFF, Trial, Vote
-from quell.policy.prima.capacity import CapacityAccount
+from quell.policy.prima.capacity import WEIGHTING, CapacityAccount
 from quell.policy.prima.interval import Interval
 from quell.policy.prima.params import PrimaParams
 
@@ -36,9 +41,8 @@ class ScaleIn:
         wait = params.scale_in_wait_intervals
         self.wait_intervals = params.wait_intervals if wait is None else wait
         """W of the vote when no trial has failed."""
-        length = params.scale_in_trial_intervals
         settle = max(params.sf_window, params.util_window) + 1
-        self.trial_ = Trial(settle if length is None else length, params.wait_intervals)
+        self.trial_ = Trial(settle, params.wait_intervals)
         """The trial; its failures since the last removal or scale-out double the wait."""
         longest = self.trial_.wait(self.wait_intervals, MAX_TRIAL_BACKOFF)
         self.excess_ = Vote(self.wait_intervals, longest)
@@ -75,26 +79,22 @@ class ScaleIn:
         if not self.excess_.update(excess, wait):
             detail["kept"] = ids
             detail["removed"] = []
-            weights = self.account.weights(ids, now.u_max, now.u_int, now.total_u)
-            weighting = self.account.weighting(now.u_max, now.total_u)
+            weights = self.account.weights(ids, now.u_max)
             if excess:
                 reason = (
                     f"{state}: {k} instance(s) would do, waiting "
-                    f"({self.excess_.count_}/{wait + 1}); {weighting}"
+                    f"({self.excess_.count_}/{wait + 1}); {WEIGHTING}"
                 )
                 return Decision(weights, reason=reason, detail=detail), now
-            return Decision(weights, reason=f"{state}: {weighting}", detail=detail), now
+            return Decision(weights, reason=f"{state}: {WEIGHTING}", detail=detail), now
         self.excess_.clear()
         drop = [ids[j] for j in order[k:].tolist()]
         detail["scale_in_load_pct"] = load_k
-        if self.trial_.length == 0:
-            return self._remove(now, drop, load_u=load_k)
         return self._start_trial(now, drop, load_k)
 
     def _fewest(self, now: Interval) -> tuple[NDArray[np.intp], int, float]:
         """The instances by U_max, highest first; how many of the first carry the load with
-        the headroom to spare (plus ``safety_instances``, at least ``min_instances``, at most
-        all); and that load: U less the probes of the others, which leave with them."""
+        the headroom to spare (at least ``min_instances``, at most all); and that load: U less the probes of the others, which leave with them."""
         ids, total_u, u_max = now.ids, now.total_u, now.u_max
         order = np.argsort(-u_max, kind="stable")
         cum = np.cumsum(u_max[order])
@@ -105,7 +105,7 @@ class ScaleIn:
         else:  # k instances carry U less the probes of the n - k that leave
             fits = cum >= (total_u - leaving) * factor
             k = int(np.argmax(fits)) + 1 if bool(fits.any()) else len(ids) + 1
-        k = min(len(ids), max(k + self.params.safety_instances, self.fleet.min_instances))
+        k = min(len(ids), max(k, self.fleet.min_instances))
         load_k = total_u if leaving is None else total_u - float(leaving[k - 1])
         return order, k, load_k
 
@@ -121,9 +121,7 @@ class ScaleIn:
         now.detail["kept"] = kept.ids
         now.detail["removed"] = []
         now.detail["on_trial"] = list(self.on_trial_)
-        weights = self.account.trial_weights(
-            now.ids, keep_mask, kept.ids, now.u_max, now.u_int, now.total_u
-        )
+        weights = self.account.trial_weights(now.ids, keep_mask, kept.ids, now.u_max)
         reason = (
             f"{now.state}: {len(kept.ids)} instance(s) with ΣU_max={cap_keep:.1f}% would do"
             f"{_without_probes(now.total_u, load_k)}: trying them without {_names(drop)} "
@@ -159,11 +157,11 @@ class ScaleIn:
             detail["kept"] = ids
             detail["removed"] = []
             return Decision(
-                self.account.weights(ids, now.u_max, now.u_int, now.total_u),
+                self.account.weights(ids, now.u_max),
                 reason=f"{state}; {carried} {why} their U={kept_u:.1f}%: trial failed, "
                 f"{_names(drop)} back in; next try after "
                 f"{self.trial_.wait(self.wait_intervals) + 1} interval(s) over; "
-                f"{self.account.weighting(now.u_max, now.total_u)}",
+                f"{WEIGHTING}",
                 detail=detail,
             ), now
         if step == "passed":
@@ -173,7 +171,7 @@ class ScaleIn:
         detail["kept"] = kept.ids
         detail["removed"] = []
         return Decision(
-            self.account.trial_weights(ids, keep_mask, kept.ids, now.u_max, now.u_int, now.total_u),
+            self.account.trial_weights(ids, keep_mask, kept.ids, now.u_max),
             reason=f"{state}; trying {len(kept.ids)} instance(s) without "
             f"{_names(list(self.on_trial_))} ({self.trial_.runs_}/{self.trial_.length}): "
             f"{carried} {'fall short of' if short else 'carry'} their U={kept_u:.1f}%",
@@ -209,18 +207,14 @@ class ScaleIn:
         self,
         now: Interval,
         drop: list[str],
-        trial_u: float | None = None,
-        load_u: float | None = None,
+        trial_u: float,
         back: list[str] | None = None,
     ) -> tuple[Decision, Interval]:
-        """Remove ``drop``. ``trial_u``: the kept instances' own load at the end of a passed
-        trial (what they were judged on), else they were judged on ``load_u`` (U less the
-        leaving probes) with the headroom."""
-        total_u = now.total_u
+        """Remove ``drop`` after a trial: ``trial_u`` is the kept instances' own load at its end
+        (what they were judged on); ``back``, the instances on trial that a partial scale-in
+        brings back."""
         _, kept = now.without(drop)
-        actions: list[Action] = list(
-            self.account.weights(kept.ids, kept.u_max, kept.u_int, total_u)
-        )
+        actions: list[Action] = list(self.account.weights(kept.ids, kept.u_max))
         removed = []
         at = {iid: j for j, iid in enumerate(now.ids)}
         for iid in drop:
@@ -236,11 +230,7 @@ class ScaleIn:
         now.detail["kept"] = kept.ids
         now.detail["removed"] = removed
         carried = (
-            f"carry U={total_u:.1f}%{_without_probes(total_u, load_u)} with "
-            f"{self._headroom()} to spare"
-            if trial_u is None
-            else f"carried their U={trial_u:.1f}% through the trial with {self._headroom()} "
-            "to spare"
+            f"carried their U={trial_u:.1f}% through the trial with {self._headroom()} to spare"
         )
         if back:
             carried = (
@@ -251,7 +241,7 @@ class ScaleIn:
             tuple(actions),
             reason=f"{len(kept.ids)} instance(s) with ΣU_max={cap_keep:.1f}% {carried}: scale "
             f"in, removing {len(removed)} ({_names(removed)}); "
-            f"{self.account.weighting(kept.u_max, total_u)}",
+            f"{WEIGHTING}",
             detail=now.detail,
         ), kept
 
@@ -264,7 +254,7 @@ def _names(ids: list[str], shown: int = 5) -> str:
     return ", ".join(ids[:shown]) + more
 
 
-def _without_probes(total_u: float, load_u: float | None) -> str:
-    if load_u is None or load_u == total_u:
+def _without_probes(total_u: float, load_u: float) -> str:
+    if load_u == total_u:
         return ""
     return f" (U={load_u:.1f}% without the leaving instances' probes)"

@@ -1,7 +1,7 @@
-"""PRIMA's scale-out (step 4 of docs/prima.md): when the load exceeds the capacity planned now
-and in W + 1 of the last 2W + 1 intervals (W = ``wait_intervals``), add ⌈shortfall / (c_new −
-p)⌉ instances at once, c_new an interference-free instance's capacity and p its probe's share;
-their real capacity replaces c_new once their probe reports, and a shortfall left adds more."""
+"""PRIMA's scale-out: when the load exceeds the capacity planned now and in W + 1 of the last 2W + 1
+intervals (W = ``wait_intervals``), add ⌈shortfall / (c_new − p)⌉ instances at once, c_new an
+interference-free instance's capacity and p its probe's share; their real capacity replaces c_new
+once their probe reports, and a shortfall left adds more."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from quell.core.action import Decision
 from quell.policy.fleet import Fleet
 from quell.policy.hysteresis import Vote
-from quell.policy.prima.capacity import CapacityAccount, Plan
+from quell.policy.prima.capacity import WEIGHTING, CapacityAccount, Plan
 from quell.policy.prima.interval import Interval
 
 
@@ -21,30 +21,17 @@ class ScaleOut:
     ``observe`` counts every interval; ``decide``, on an interval short of capacity, weights
     the instances there are and waits or adds."""
 
-    def __init__(
-        self,
-        fleet: Fleet,
-        account: CapacityAccount,
-        wait_intervals: int,
-        urgent_wait_intervals: int | None = None,
-    ) -> None:
+    def __init__(self, fleet: Fleet, account: CapacityAccount, wait_intervals: int) -> None:
         self.fleet = fleet
         self.account = account
         self.vote_ = Vote(wait_intervals)
         """Whether each of the last 2W + 1 intervals was short of capacity."""
-        self.urgent_wait = (
-            None if urgent_wait_intervals is None else min(urgent_wait_intervals, wait_intervals)
-        )
-        """W' for an interval whose shortfall the measured response times show."""
         self.due_ = False
-        """Whether the shortfall has shown in W + 1 of the last 2W + 1 intervals, this one too
-        (W' + 1 of 2W' + 1 in an urgent interval)."""
+        """Whether the shortfall has shown in W + 1 of the last 2W + 1 intervals, this one too."""
 
-    def observe(self, shortfall: bool, urgent: bool = False) -> None:
-        """Count one interval: short of capacity or not, and whether the measured response
-        times show it (``urgent``: the vote counts with W' then)."""
-        wait = self.urgent_wait if urgent and self.urgent_wait is not None else None
-        self.due_ = self.vote_.update(shortfall, wait)
+    def observe(self, shortfall: bool) -> None:
+        """Count one interval, short of capacity or not."""
+        self.due_ = self.vote_.update(shortfall)
 
     def need(self, plan: Plan) -> int:
         """Instances that make up the shortfall: each adds c_new less its probe."""
@@ -58,18 +45,17 @@ class ScaleOut:
     ) -> tuple[Decision, bool]:
         """The decision on an interval short of capacity, and whether it adds instances
         (``avoid``: U_int last read on each host, taken last and the highest latest)."""
-        weights = self.account.weights(now.ids, now.u_max, now.u_int, now.total_u)
-        weighting = self.account.weighting(now.u_max, now.total_u)
+        weights = self.account.weights(now.ids, now.u_max)
         if not self.due_:
             reason = (
-                f"{now.state}: waiting ({self.vote_.count_}/{self.vote_.wait + 1}); {weighting}"
+                f"{now.state}: waiting ({self.vote_.count_}/{self.vote_.wait + 1}); {WEIGHTING}"
             )
             return Decision(weights, reason=reason, detail=now.detail), False
         need = self.need(plan)
         adds = self.fleet.add_many(need, weight=0, avoid=avoid)
         now.detail["added"] = [a.instance_id for a in adds]
         if not adds:
-            reason = f"{now.state} and the fleet cannot grow: {weighting}"
+            reason = f"{now.state} and the fleet cannot grow: {WEIGHTING}"
             return Decision(weights, reason=reason, detail=now.detail), False
         self.vote_.clear()
         names = ", ".join(
@@ -85,6 +71,6 @@ class ScaleOut:
         short = f"; {need - len(adds)} more wanted, the fleet is full" if len(adds) < need else ""
         reason = (
             f"{now.state}: short by {plan.demand_pct - plan.planned_pct:.1f}%, scale out with "
-            f"{len(adds)} instance(s) ({names}{more}){short}; {weighting} meanwhile"
+            f"{len(adds)} instance(s) ({names}{more}){short}; {WEIGHTING} meanwhile"
         )
         return Decision((*weights, *adds), reason=reason, detail=now.detail), True
