@@ -15,20 +15,14 @@ import yaml
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-from quell.policy import POLICIES
-from quell.policy.baselines import _LsfParams, _ThresholdParams
-from quell.policy.ic2 import Ic2Params
-from quell.policy.prima import PrimaParams
-from quell.policy.target import TargetParams
+from quell.policy import POLICIES, policy_class
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = sorted((ROOT / "scenarios").rglob("*.yaml"))
 MODELS: dict[str, type[BaseModel]] = {
-    "prima": PrimaParams,
-    "ic2": Ic2Params,
-    "target": TargetParams,
-    "lsf": _LsfParams,
-    "threshold": _ThresholdParams,
+    name: policy_class(name).params_model
+    for name in POLICIES
+    if policy_class(name).params_model.model_fields
 }
 """Each policy with parameters, by name."""
 WITHOUT_PARAMETERS = {"static", "rr", "lc", "lr"}

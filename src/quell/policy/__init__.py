@@ -11,6 +11,8 @@ import importlib
 from collections.abc import Mapping
 from typing import Literal, Protocol
 
+from pydantic import BaseModel
+
 from quell.core.environment import Policy
 from quell.errors import InputError, Problem
 from quell.policy.context import PolicyContext, ScalingLimits
@@ -19,6 +21,10 @@ Params = Mapping[str, float | int | str | bool]
 
 
 class PolicyFactory(Protocol):
+    params_model: type[BaseModel]
+    """The model ``build`` validates ``params`` with (unknown keys refused); the generated
+    scenario reference lists its fields."""
+
     @classmethod
     def build(cls, params: dict[str, float | int | str | bool], ctx: PolicyContext) -> Policy: ...
 

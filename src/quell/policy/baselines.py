@@ -120,6 +120,7 @@ class RoundRobinPolicy:
     """Equal weights on every active instance, sent only when the split changes; never scales."""
 
     name = "rr"
+    params_model: type[_Params] = _Params
     label = "round robin"
 
     def __init__(self, fleet: Fleet) -> None:
@@ -127,7 +128,7 @@ class RoundRobinPolicy:
 
     @classmethod
     def build(cls, params: Params, ctx: PolicyContext) -> RoundRobinPolicy:
-        parse_params(_Params, params, cls.name)
+        parse_params(cls.params_model, params, cls.name)
         return cls(Fleet.from_context(ctx))
 
     def decide(self, snapshot: Snapshot) -> Decision:
@@ -144,11 +145,12 @@ class LeastConnPolicy(RoundRobinPolicy):
     """HAProxy's ``leastconn`` picks the instance; the policy keeps the weights equal."""
 
     name = "lc"
+    params_model: type[_Params] = _Params
     label = "least connections"
 
     @classmethod
     def build(cls, params: Params, ctx: PolicyContext) -> LeastConnPolicy:
-        parse_params(_Params, params, cls.name)
+        parse_params(cls.params_model, params, cls.name)
         if ctx.lb_algorithm != "leastconn":
             problem = f"policy 'lc' needs 'leastconn', the scenario sets {ctx.lb_algorithm!r}"
             raise InputError(f"policy {cls.name}", [Problem("load_balancer.algorithm", problem)])
@@ -224,6 +226,7 @@ class LeastSeverityPolicy(_LeastFirstPolicy):
     """LSF: ranks instances by the probe's severity factor (Eq. 1)."""
 
     name = "lsf"
+    params_model: type[_LsfParams] = _LsfParams
     score_name = "sf"
 
     def __init__(
@@ -234,7 +237,7 @@ class LeastSeverityPolicy(_LeastFirstPolicy):
 
     @classmethod
     def build(cls, params: Params, ctx: PolicyContext) -> LeastSeverityPolicy:
-        p = parse_params(_LsfParams, params, cls.name)
+        p = parse_params(cls.params_model, params, cls.name)
         target = ctx.require_target(cls.name)
         path = ctx.base_dir / p.model
         problems = []
@@ -263,6 +266,7 @@ class LeastResponsePolicy(_LeastFirstPolicy):
     """LR: ranks instances by their measured mean response time (the last one measured)."""
 
     name = "lr"
+    params_model: type[_Params] = _Params
     score_name = "mean_rt_s"
 
     def __init__(self, target_rt_s: float, fleet: Fleet) -> None:
@@ -273,7 +277,7 @@ class LeastResponsePolicy(_LeastFirstPolicy):
 
     @classmethod
     def build(cls, params: Params, ctx: PolicyContext) -> LeastResponsePolicy:
-        parse_params(_Params, params, cls.name)
+        parse_params(cls.params_model, params, cls.name)
         return cls(ctx.require_target(cls.name), Fleet.from_context(ctx))
 
     def _scores(self, snapshot: Snapshot) -> dict[str, float]:
@@ -294,6 +298,7 @@ class ThresholdPolicy:
     """ICE-like: the fleet's mean utilisation against static thresholds; equal weights."""
 
     name = "threshold"
+    params_model: type[_ThresholdParams] = _ThresholdParams
 
     def __init__(
         self,
@@ -310,7 +315,7 @@ class ThresholdPolicy:
 
     @classmethod
     def build(cls, params: Params, ctx: PolicyContext) -> ThresholdPolicy:
-        p = parse_params(_ThresholdParams, params, cls.name)
+        p = parse_params(cls.params_model, params, cls.name)
         return cls(
             Fleet.from_context(ctx), p.scale_out_util_pct, p.scale_in_util_pct, p.wait_intervals
         )

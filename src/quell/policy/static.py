@@ -15,10 +15,11 @@ class _NoParams(BaseModel):
 
 class StaticPolicy:
     name = "static"
+    params_model = _NoParams
 
     @classmethod
     def build(cls, params: dict[str, float | int | str | bool], ctx: PolicyContext) -> StaticPolicy:
-        parse_params(_NoParams, params, cls.name)
+        parse_params(cls.params_model, params, cls.name)
         return cls()
 
     def decide(self, snapshot: Snapshot) -> Decision:

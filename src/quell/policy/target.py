@@ -111,6 +111,7 @@ class TargetTrackingPolicy:
     """Target tracking on the fleet's response time, HPA's arithmetic; least connections."""
 
     name = "target"
+    params_model = TargetParams
 
     def __init__(
         self, fleet: Fleet, target_rt_s: float, params: TargetParams, interval_s: float
@@ -123,7 +124,7 @@ class TargetTrackingPolicy:
 
     @classmethod
     def build(cls, params: Params, ctx: PolicyContext) -> TargetTrackingPolicy:
-        p = parse_params(TargetParams, params, cls.name)
+        p = parse_params(cls.params_model, params, cls.name)
         target = p.target_fraction * ctx.require_target(cls.name)
         return cls(Fleet.from_context(ctx), target, p, ctx.interval_s)
 

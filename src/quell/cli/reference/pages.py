@@ -4,11 +4,8 @@ exported metrics. No date, no machine path; the order is the code's."""
 
 from __future__ import annotations
 
-import ast
 import importlib
-import inspect
 import re
-import textwrap
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -70,24 +67,10 @@ def example(relative: str, check: Callable[[Path], object]) -> list[str]:
 
 # -- policies ----------------------------------------------------------------------------------
 def params_model(name: str) -> type[BaseModel]:
-    """The model a policy validates its ``params`` with: the first argument of the
-    ``parse_params`` call in its ``build``."""
+    """The model a policy validates its ``params`` with (its ``params_model``)."""
     from quell.policy import policy_class
 
-    build = policy_class(name).build.__func__  # type: ignore[attr-defined]
-    tree = ast.parse(textwrap.dedent(inspect.getsource(build)))
-    for node in ast.walk(tree):
-        if (
-            isinstance(node, ast.Call)
-            and getattr(node.func, "id", getattr(node.func, "attr", None)) == "parse_params"
-            and node.args
-            and isinstance(node.args[0], ast.Name)
-        ):
-            model = build.__globals__[node.args[0].id]
-            if isinstance(model, type) and issubclass(model, BaseModel):
-                return model
-    problem = Problem("build", "validates no params with parse_params(Model, ...)")
-    raise InputError(f"policy {name}", [problem])
+    return policy_class(name).params_model
 
 
 def policy_title(name: str) -> str:

@@ -95,6 +95,7 @@ class Ic2Policy:
     docstring)."""
 
     name = "ic2"
+    params_model = Ic2Params
 
     def __init__(self, detector: CostSensitiveTree, params: Ic2Params) -> None:
         self.detector = detector
@@ -111,7 +112,7 @@ class Ic2Policy:
 
     @classmethod
     def build(cls, params: dict[str, float | int | str | bool], ctx: PolicyContext) -> Ic2Policy:
-        p = parse_params(Ic2Params, params, cls.name)
+        p = parse_params(cls.params_model, params, cls.name)
         return cls(load_detector(ctx.base_dir / p.detector, p.workload).detector, p)
 
     # -- one interval --------------------------------------------------------------------------

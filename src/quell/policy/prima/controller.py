@@ -56,6 +56,7 @@ class PrimaPolicy:
     weights ∝ capacity every interval."""
 
     name = "prima"
+    params_model = PrimaParams
 
     def __init__(
         self, bundle: ModelBundle, ctx: PolicyContext, target_rt_s: float, params: PrimaParams
@@ -106,7 +107,7 @@ class PrimaPolicy:
 
     @classmethod
     def build(cls, params: dict[str, float | int | str | bool], ctx: PolicyContext) -> PrimaPolicy:
-        p = parse_params(PrimaParams, params, cls.name)
+        p = parse_params(cls.params_model, params, cls.name)
         target = ctx.require_target(cls.name)
         path = ctx.base_dir / p.model
         return cls(load_bundle(path, p.workload), ctx, target, p)
