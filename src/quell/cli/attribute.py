@@ -481,9 +481,9 @@ def analyse_command(
     from quell.cli.console import say
     from quell.core.files import write_json
     from quell.errors import InputError, Problem
-    from quell.report.attribution_results import RESULTS_FILE
     from quell.studies.attribution.analysis import analyse, export_run
     from quell.studies.attribution.pipeline import FitSettings
+    from quell.studies.attribution.results import RESULTS_FILE
 
     kept = data / "runs"
     measured = sorted(p.parent for p in runs_dir.glob("*/cell.json")) if runs_dir.is_dir() else []
@@ -520,9 +520,9 @@ def periodic_command(
     from quell.cli.console import say
     from quell.core.files import write_json
     from quell.errors import InputError, Problem
-    from quell.report.attribution_results import PERIODIC_FILE
     from quell.studies.attribution.analysis import analyse_periodic, export_run
     from quell.studies.attribution.pipeline import FitSettings
+    from quell.studies.attribution.results import PERIODIC_FILE
 
     measured = sorted(p.parent for p in runs_dir.glob("*/cell.json")) if runs_dir.is_dir() else []
     if not measured:
@@ -549,7 +549,7 @@ def results_command(
 ) -> None:
     """Write the results page from ``DATA/results.json``."""
     from quell.errors import InputError, Problem
-    from quell.report.attribution_results import RESULTS_FILE, render
+    from quell.studies.attribution.results import RESULTS_FILE, render
 
     if not (data / RESULTS_FILE).is_file():
         raise InputError(str(data), [Problem(RESULTS_FILE, "missing")])

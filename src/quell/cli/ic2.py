@@ -301,7 +301,7 @@ def ic2_sweep(
     from rich.table import Table
 
     from quell.cli.console import emit_json, out_console, progress_bar, say
-    from quell.report.ic2_results import sweep_cell_ms
+    from quell.studies.ic2.results import sweep_cell_ms
     from quell.studies.ic2.sweep import Sweeper, load_sweep, plot
 
     sweep = load_sweep(spec_path)
@@ -359,9 +359,9 @@ def ic2_table4(
 
     from quell.cli.console import emit_json
     from quell.errors import InputError, Problem
-    from quell.report.ic2_results import reduction_text
     from quell.scenario.model import Scenario
     from quell.store.run import RunStore
+    from quell.studies.ic2.results import reduction_text
     from quell.studies.ic2.table4 import table4
 
     labelled: list[tuple[str, Path]] = []
@@ -505,7 +505,7 @@ def ic2_results(
     ablations, Table 4, training)."""
     from quell.cli.console import say
     from quell.errors import InputError, Problem
-    from quell.report.ic2_results import render
+    from quell.studies.ic2.results import render
 
     if not data.is_dir():
         raise InputError(str(data), [Problem("", "not a directory")])

@@ -14,7 +14,7 @@ from quell.scenario import load_scenario
 from quell.store.run import RequestRecord, RunStore
 from quell.studies.ic2.table4 import period_rt, table4
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def scenario(tmp: Path, one_instance: bool = False):  # type: ignore[no-untyped-def]
@@ -170,7 +170,7 @@ def test_a_timeout_without_a_server_is_the_only_instances(tmp_path: Path) -> Non
 
 
 def test_the_results_page_is_generated_from_its_data(monkeypatch: pytest.MonkeyPatch) -> None:
-    from quell.report.ic2_results import render
+    from quell.studies.ic2.results import render
 
     monkeypatch.chdir(ROOT)
     page = render(Path("docs/results/data/ic2"))
@@ -202,7 +202,7 @@ def test_runs_of_one_label_are_repetitions_paired_with_the_baseline_s(tmp_path: 
 def test_the_page_shows_how_hard_the_neighbour_reached_each_run(tmp_path: Path) -> None:
     import json
 
-    from quell.report.ic2_results import render
+    from quell.studies.ic2.results import render
 
     sc = scenario(tmp_path)
     runs = [

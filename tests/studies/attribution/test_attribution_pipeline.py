@@ -47,7 +47,7 @@ def test_no_contended_run_is_refused_and_the_split_is_seeded() -> None:
     np.testing.assert_array_equal(split(10, 0.2, 3)[1], test)
 
 
-FIXTURE_LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "instrument" / "qtlog"
+FIXTURE_LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "instrument" / "qtlog"
 
 
 def test_the_instrumentations_recorded_logs_give_exact_features() -> None:

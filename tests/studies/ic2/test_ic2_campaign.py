@@ -37,7 +37,7 @@ from quell.studies.ic2.campaign import (
 )
 from tests.cli.inprocess import assert_refused, run_quell
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SMOKE = ROOT / "scenarios" / "interference-smoke.yaml"
 IC2 = {"max_request_workers": 64, "keepalive_timeout_s": 5, "php_max_children": 16}
 
