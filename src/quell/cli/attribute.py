@@ -4,7 +4,7 @@ request's provider part with its interval, report it (table, plots, HTML)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -221,9 +221,6 @@ def results_command(
     write_page(data, out)
 
 
-_RQSPLIT_GATE = 'read -r _ <&3; exec 3<&-; exec "$@"'
-
-
 @attribute_app.command("rqsplit")
 def rqsplit_command(
     command: Annotated[
@@ -246,135 +243,13 @@ def rqsplit_command(
     """Per thread of a process: its run-queue wait split between its own cgroup and the others
     that held the CPU meanwhile, and its preemptions by other cgroups (the optional eBPF
     program; root, BTF and `make native` with clang and bpftool). Exit 2 when it cannot load."""
-    from quell.cli.console import emit_json
-    from quell.errors import InputError, Problem
+    from quell.cli.console import emit_json, out_console, progress_bar, say
+    from quell.instrument.bpf.rqsplit import measure
+    from quell.report.rqsplit import print_rqsplit
 
-    if (pid is None) == (not command):
-        raise InputError("rqsplit", [Problem("", "give one of --pid PID or a command after --")])
-    if pid is not None:
-        threads, span, target = _rqsplit_pid(pid, 10.0 if seconds is None else seconds)
-    else:
-        assert command
-        threads, span, target = _rqsplit_command(command, seconds)
-    _print_rqsplit(threads, span, target)
+    result = measure(pid, command or [], seconds, progress=progress_bar)
+    if command and result.returncode:
+        say(f"{command[0]} exited with status {result.returncode}", "yellow")
+    print_rqsplit(result, out_console)
     if as_json:
-        emit_json(
-            {
-                "pid": target,
-                "seconds": span,
-                "threads": [t.to_json() | {"name": n} for t, n in threads],
-            }
-        )
-
-
-def _thread_name(pid: int, tid: int) -> str | None:
-    try:
-        return Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip()
-    except OSError:
-        return None
-
-
-def _rqsplit_pid(pid: int, seconds: float) -> tuple[list[tuple[Any, str | None]], float, int]:
-    import time
-
-    from quell.cli.console import progress_bar
-    from quell.errors import InputError, Problem
-    from quell.instrument import bpf
-
-    if not Path(f"/proc/{pid}").is_dir():
-        raise InputError("--pid", [Problem("", f"no process {pid}")])
-    with bpf.attached(target_tgid=pid) as split:
-        start = time.monotonic()
-        with progress_bar(seconds, f"run-queue split of {pid}") as update:
-            while (done := time.monotonic() - start) < seconds:
-                update(done, "measuring")
-                if not Path(f"/proc/{pid}").is_dir():
-                    break
-                time.sleep(min(0.2, seconds - done))
-            update(min(seconds, time.monotonic() - start), "done")
-        span = time.monotonic() - start
-        threads = split.read()
-        named = [(t, _thread_name(pid, t.tid)) for t in threads]
-    return named, span, pid
-
-
-def _rqsplit_command(
-    command: list[str], seconds: float | None
-) -> tuple[list[tuple[Any, str | None]], float, int]:
-    """Start ``command`` held at a gate (a shell waiting on a pipe, then exec-ing it in place,
-    so its pid is the command's), attach the program to that pid, open the gate, wait."""
-    import os
-    import shutil
-    import subprocess
-    import time
-
-    from quell.errors import ComponentError, InputError, Problem
-    from quell.instrument import bpf
-
-    if shutil.which(command[0]) is None:
-        raise InputError("COMMAND", [Problem("", f"{command[0]!r} is not an executable")])
-    read_end, write_end = os.pipe()
-    try:
-        proc = subprocess.Popen(
-            ["/bin/sh", "-c", _RQSPLIT_GATE, "sh", *command], pass_fds=(read_end,)
-        )
-    except OSError as exc:
-        os.close(read_end)
-        os.close(write_end)
-        raise ComponentError(command[0], str(exc)) from None
-    os.close(read_end)
-    threads: list[Any] = []
-    try:
-        with bpf.attached(target_tgid=proc.pid) as split:
-            start = time.monotonic()
-            os.write(write_end, b"go\n")
-            os.close(write_end)
-            write_end = -1
-            try:
-                proc.wait(timeout=seconds)
-            except subprocess.TimeoutExpired:
-                proc.terminate()
-                proc.wait(timeout=10)
-            span = time.monotonic() - start
-            threads = split.read()
-        if proc.returncode:
-            from quell.cli.console import say
-
-            say(f"{command[0]} exited with status {proc.returncode}", "yellow")
-    finally:
-        if write_end >= 0:
-            os.close(write_end)
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=10)
-    return [(t, None) for t in threads], span, proc.pid
-
-
-def _print_rqsplit(threads: list[tuple[Any, str | None]], span: float, target: int) -> None:
-    from rich.table import Table
-
-    from quell.cli.console import out_console
-
-    table = Table(
-        title=f"run-queue wait of process {target} over {span:.1f} s, by who held the CPU"
-    )
-    for col in ("tid", "name", "cgroup", "wait s", "own s", "others s", "preempted by others"):
-        table.add_column(col, justify="left" if col in ("name", "cgroup") else "right")
-    table.add_column("main other cgroup")
-    for t, name in sorted(threads, key=lambda tn: -tn[0].wait_ns):
-        top = next((c for c in t.culprits if not c.own and c.wait_ns), None)
-        table.add_row(
-            str(t.tid),
-            name or "",
-            t.cgroup_path or str(t.cgroup_id),
-            f"{t.wait_ns / 1e9:.3f}",
-            f"{t.own_wait_ns / 1e9:.3f}",
-            f"{t.other_wait_ns / 1e9:.3f}",
-            str(t.preemptions_by_others),
-            ""
-            if top is None
-            else f"{top.cgroup_path or top.cgroup_id} ({top.wait_ns / 1e9:.3f} s)",
-        )
-    if not threads:
-        table.caption = "no thread of the process waited for a CPU"
-    out_console.print(table)
+        emit_json(result.as_dict())
