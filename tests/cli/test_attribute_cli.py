@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from quell.attribute.bundle import load_attribution_model
-from quell.studies.attribution.runs import write_records
+from quell.report.records import write_records
 from tests.attribute.synth import schedule_records
 from tests.cli.inprocess import assert_refused, run_quell
 
@@ -149,6 +149,20 @@ def test_bad_input_is_refused(runs, tmp_path: Path) -> None:
         ),
         "both --test-uncontended and --test-contended",
     )  # fmt: skip
+    # every bad option named at once, before a run is read (the runs named are not there)
+    nowhere = tmp_path / "nowhere"
+    refused = run_quell(
+        "attribute", "fit", "--uncontended", nowhere, "--contended", nowhere,
+        "--out", tmp_path / "m.json", "--labels", "median", "--floor-quantile", "1",
+        "--test-contended", runs["w1"],
+    )  # fmt: skip
+    assert_refused(
+        refused,
+        "--labels: percentile or paired, not 'median'",
+        "--floor-quantile: 0 (no floor) or a quantile below 1, got 1.0",
+        "held-out runs: give both --test-uncontended and --test-contended, or neither",
+    )
+    assert "nowhere" not in refused.stderr and not (tmp_path / "m.json").exists()
     bad = tmp_path / "bad"
     bad.mkdir()
     text = (runs["w1"] / "records.csv").read_text().replace("runq_wait_ns", "runq_ns")
@@ -173,9 +187,11 @@ def test_bad_input_is_refused(runs, tmp_path: Path) -> None:
 
 def test_the_campaign_commands_refuse_bad_input(tmp_path: Path) -> None:
     assert_refused(
-        run_quell("attribute", "measure", "--out", tmp_path, "--part", "both"),
-        "train, test, periodic",
+        run_quell("attribute", "measure", "--out", tmp_path, "--part", "both", "--cpu", "4096"),
+        "--part: one of train, test, periodic, not 'both'",
+        "--cpu: CPU 4096 is not available here",
     )
+    assert list(tmp_path.iterdir()) == []
     assert_refused(
         run_quell("attribute", "analyse", tmp_path, "--data", tmp_path / "d"), "no measured run"
     )

@@ -6,6 +6,7 @@ noisy group. Every group and process is removed, also on failure."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -21,6 +22,7 @@ import pytest
 
 from quell.instrument import bpf
 from quell.instrument.token import RQ_FD_ENV
+from tests.cli.inprocess import run_quell
 
 pytestmark = pytest.mark.lab
 
@@ -265,3 +267,36 @@ def test_a_token_counts_the_wait_behind_other_cgroups_and_not_behind_its_own() -
     assert 0.9 * serving_other[0] <= serving_other[1] <= 1.02 * serving_other[0] + 2_000_000
     assert serving_own[0] > 0.1e9
     assert serving_own[1] < 0.05 * serving_own[0]
+
+
+def test_rqsplit_measures_a_command_as_the_pid_it_runs_as() -> None:
+    """``quell attribute rqsplit -- COMMAND``: the program attached to the gate's pid records the
+    command itself (exec'd in place), here a 2 s spin on CPU 0 beside a spinning stress-ng."""
+    missing = _missing()
+    assert missing is None, missing
+    spin = "import time\nend = time.monotonic() + 2\nwhile time.monotonic() < end: pass\n"
+    noisy = subprocess.Popen(
+        ["taskset", "-c", CPU, "stress-ng", "--cpu", "1", "--timeout", "15s", "--quiet"],
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        time.sleep(0.5)  # the stressor's worker is running
+        outcome = run_quell(
+            "attribute", "rqsplit", "--json", "--", "taskset", "-c", CPU, sys.executable, "-c", spin
+        )
+    finally:
+        os.killpg(noisy.pid, signal.SIGKILL)
+        noisy.wait(timeout=10)
+    assert outcome.code == 0, outcome.stderr
+    doc = json.loads(outcome.stdout.splitlines()[-1])
+    (main,) = [t for t in doc["threads"] if t["tid"] == doc["pid"]]
+    print(f"rqsplit: {main['wait_seconds']:.3f} s waited over {doc['seconds']:.2f} s")
+    # half of the 2 s behind the stressor on the same CPU, more with the machine's other work
+    # (1.86 s of 2.16 s at a load average of 10 on two CPUs), never more than the span
+    assert 0.5 < main["wait_seconds"] < doc["seconds"]
+    assert main["own_wait_seconds"] + main["other_wait_seconds"] == pytest.approx(
+        main["wait_seconds"]
+    )
+    assert f"run-queue wait of process {doc['pid']}" in outcome.stdout

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from quell.lab.tag import RunTag
+from quell.report.records import read_psi, read_records
 from quell.studies.attribution.experiment import Cell, run_cell
-from quell.studies.attribution.runs import read_psi, read_records
 from tests.lab.leftovers import nothing_left
 
 pytestmark = pytest.mark.lab

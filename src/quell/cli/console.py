@@ -39,6 +39,34 @@ def progress_bar(total_s: float, label: str) -> Iterator[Callable[[float, str], 
         yield update
 
 
+@contextmanager
+def steps_bar(total: int, label: str) -> Iterator[Callable[[str], None]]:
+    """A bar over ``total`` steps, labelled ``label`` until the first note; each note after the
+    first moves it one step and names the step under way; full and ``done`` at the end."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    progress = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=err_console,
+    )
+    with progress:
+        task = progress.add_task(escape(label), total=total)
+        first = True
+
+        def note(what: str) -> None:
+            nonlocal first
+            if not first:
+                progress.advance(task)
+            first = False
+            progress.update(task, description=escape(what))
+
+        yield note
+        progress.update(task, completed=total, description="done")
+
+
 def emit_json(doc: Any) -> None:
     """``doc`` as one line of JSON, the last on stdout."""
     sys.stdout.flush()

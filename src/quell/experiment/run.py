@@ -25,6 +25,8 @@ from quell.store.run import RequestRecord, RunStore
 
 ProgressFn = Callable[[float, str], None]
 """Called with (seconds of the run done, current phase name)."""
+ProgressBar = Callable[[float, str], contextlib.AbstractContextManager[ProgressFn]]
+"""Opens a progress display over (total seconds, label) for a block; the block moves it."""
 
 
 @contextlib.contextmanager

@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 import numpy as np
 from numpy.typing import NDArray
@@ -460,3 +460,30 @@ class MulticoreModel:
         if problems:
             raise InputError("multicore model", problems)
         return results
+
+
+def as_discipline(value: str) -> Discipline:
+    """``value`` as a discipline, or ``InputError`` naming the ones there are."""
+    if value not in DISCIPLINES:
+        message = f"must be one of {', '.join(DISCIPLINES)}, got {value!r}"
+        raise InputError("--discipline", [Problem("", message)])
+    return "paper" if value == "paper" else "shared"
+
+
+def prediction_document(model: MulticoreModel, rates_rps: Sequence[float]) -> dict[str, Any]:
+    """The model, its knee and its prediction at each rate, as one JSON document (``quell
+    model multicore predict --json``)."""
+    predictions = model.predict(rates_rps)
+    return {
+        "model": {
+            "cores": model.cores,
+            "interrupt_cores": model.interrupt_cores,
+            "mu1_rps": model.mu1_rps,
+            "mu2_rps": model.mu2_rps,
+            "p": model.p_effective,
+            "capacity": model.capacity,
+            "discipline": model.discipline,
+        },
+        "knee_rps": model.knee_rps(),
+        "rates": [pr.as_dict() for pr in predictions],
+    }

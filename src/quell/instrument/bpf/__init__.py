@@ -3,7 +3,8 @@ held the CPU meanwhile (its own or another), and its preemptions by other cgroup
 
 ``rqwait.bpf.c`` (built by ``make native`` only where clang and bpftool are present) is loaded
 through libbpf by :mod:`.loader`; :func:`probe` says whether it can load here; :func:`attached`
-is the context manager; :mod:`.records` decodes its maps; :mod:`.cgroups` names the cgroup ids.
+is the context manager; :mod:`.records` decodes its maps; :mod:`.cgroups` names the cgroup ids;
+:mod:`.rqsplit` measures one process or command with it (``quell attribute rqsplit``).
 docs/attribution.md, "The eBPF run-queue split"."""
 
 from quell.instrument.bpf.cgroups import CgroupLayout, cgroup_layout, cgroup_paths

@@ -1,4 +1,5 @@
-"""Soroban's attribution campaigns: reading the per-request records of runs, building the
-training set (labels from an uncontended and contended runs of one schedule), fitting the sparse
-GP with the baselines scored on held-out requests, and predicting each request's provider part.
+"""Soroban's reproduction: the campaign's cells (``campaign``), its instrumented service
+(``service``) run beside stress-ng tenants on this machine (``experiment``), what the runs show
+(``analysis``) and the results page (``results``). Fitting and applying the model to runs is
+the product's (``quell.experiment.attribution``, ``quell.report.attribution_runs``).
 """

@@ -18,6 +18,14 @@ from quell.attribute.apply import Attribution, attribute
 from quell.attribute.features import EBPF_FEATURES, EBPF_RECENT_FEATURES, available_features
 from quell.attribute.labels import percentile_labels
 from quell.core.files import load_json
+from quell.experiment.attribution import (
+    FitSettings,
+    TrainingSet,
+    combine,
+    fit_attribution,
+    training_set,
+)
+from quell.report.records import Run, read_run
 from quell.studies.attribution.campaign import (
     GRID_TENANTS,
     HELD_OUT_KINDS,
@@ -28,15 +36,6 @@ from quell.studies.attribution.campaign import (
     test_cells,
     train_cells,
 )
-from quell.studies.attribution.pipeline import (
-    FitSettings,
-    Run,
-    TrainingSet,
-    combine,
-    fit_attribution,
-    training_set,
-)
-from quell.studies.attribution.runs import read_psi, read_records
 
 Progress = Callable[[str], None]
 
@@ -58,10 +57,6 @@ def export_run(src: Path, dst: Path) -> Path:
         if name != "scans.csv" or (src / name).is_file():
             shutil.copyfile(src / name, dst / name)
     return dst
-
-
-def _run(data: Path, name: str) -> Run:
-    return Run(name, read_records(data / name), read_psi(data / name))
 
 
 def _cells(data: Path) -> dict[str, dict[str, Any]]:
@@ -97,7 +92,7 @@ def _groups(
 def _read(data: Path) -> tuple[dict[str, dict[str, Any]], dict[str, Run], list[str], list[str]]:
     """The campaign's cells and runs in ``data``, the features every run has, the classes."""
     cells = _cells(data)
-    runs = {name: _run(data, name) for name in cells}
+    runs = {name: read_run(data / name, name) for name in cells}
     names = None
     for run in runs.values():
         have = available_features(run.records, run.psi)
@@ -355,3 +350,76 @@ def analyse_periodic(
                 )
         out[name.split("-")[1]] = row
     return out
+
+
+def _measured(runs_dir: Path) -> list[Path]:
+    """The campaign's measured runs in ``runs_dir`` (each a directory with its cell.json)."""
+    from quell.errors import InputError, Problem
+
+    measured = sorted(p.parent for p in runs_dir.glob("*/cell.json")) if runs_dir.is_dir() else []
+    if not measured:
+        raise InputError(str(runs_dir), [Problem("", "no measured run (*/cell.json) here")])
+    return measured
+
+
+def keep_runs(measured: Sequence[Path], kept: Path, progress: Progress | None = None) -> None:
+    """Each measured run kept compactly under ``kept``: a run of per-thread logs exported
+    (``export_run``), a run kept already (``requests.csv.gz``) copied unless it is there."""
+    note = progress or (lambda _: None)
+    for run in measured:
+        if (run / "logs").is_dir():
+            export_run(run, kept / run.name)
+            note(f"kept {run.name}")
+        elif (run / "requests.csv.gz").is_file() and run.resolve() != (kept / run.name).resolve():
+            shutil.copytree(run, kept / run.name, dirs_exist_ok=True)
+            note(f"kept {run.name}")
+
+
+def analyse_campaign(
+    runs_dir: Path,
+    data: Path,
+    n_inducing: int = 200,
+    max_iters: int = 50,
+    seed: int = 0,
+    exact_points: int = 1000,
+    progress: Progress | None = None,
+) -> Path:
+    """``quell attribute analyse``: the measured runs of ``runs_dir`` kept under
+    ``data/runs/``, ``analyse`` over them, its document written to ``data/results.json``
+    (returned)."""
+    from quell.core.files import write_json
+    from quell.studies.attribution.results import RESULTS_FILE
+
+    kept = data / "runs"
+    keep_runs(_measured(runs_dir), kept, progress)
+    settings = FitSettings(n_inducing, max_iters, seed, 0.2, exact_points, True)
+    doc = analyse(kept, settings, progress)
+    write_json(data / RESULTS_FILE, doc)
+    return data / RESULTS_FILE
+
+
+def periodic_campaign(
+    runs_dir: Path,
+    data: Path,
+    n_inducing: int = 200,
+    max_iters: int = 50,
+    seed: int = 0,
+    progress: Progress | None = None,
+) -> Path:
+    """``quell attribute periodic``: ``analyse_periodic`` over the measured runs of
+    ``runs_dir`` (kept in a temporary directory for it), written to ``data/periodic.json``
+    (returned). Fig. 4 reads the model's mean alone: its interval is not calibrated."""
+    import tempfile
+
+    from quell.core.files import write_json
+    from quell.studies.attribution.results import PERIODIC_FILE
+
+    measured = _measured(runs_dir)
+    with tempfile.TemporaryDirectory() as tmp:
+        kept = Path(tmp)
+        keep_runs(measured, kept)
+        settings = FitSettings(n_inducing, max_iters, seed, 0.2, 10, True, calibrate=False)
+        doc = analyse_periodic(kept, settings, progress)
+    data.mkdir(parents=True, exist_ok=True)
+    write_json(data / PERIODIC_FILE, doc)
+    return data / PERIODIC_FILE

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final
 
 import numpy as np
 
-from quell.studies.attribution.experiment import Cell
+from quell.studies.attribution.experiment import Cell, run_cells
 
 TRAIN_SEED: Final = 1
 TEST_SEED: Final = 2
@@ -107,6 +108,41 @@ PARTS: Final[dict[str, Callable[..., list[Cell]]]] = {
     "test": test_cells,
     "periodic": periodic_cells,
 }
+
+
+def measure(
+    out: Path,
+    part: str = "train",
+    cpu: int = 1,
+    requests: int | None = None,
+    ebpf: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> list[Path]:
+    """``quell attribute measure``: the cells of ``part`` (at ``requests`` a run, default the
+    part's own) run on ``cpu`` of this machine into ``out/<cell>/``, those measured already
+    kept (``run_cells``); with ``ebpf`` the run-queue split attached for them, its per-thread
+    map inherited by the service. Needs root; a bad part or CPU is named before anything
+    starts."""
+    import os
+
+    from quell.errors import InputError, PrerequisiteError, Problem
+
+    problems = []
+    if part not in PARTS:
+        problems.append(Problem("--part", f"one of {', '.join(PARTS)}, not {part!r}"))
+    if cpu not in os.sched_getaffinity(0):
+        problems.append(Problem("--cpu", f"CPU {cpu} is not available here"))
+    if problems:
+        raise InputError("quell attribute measure", problems)
+    if os.geteuid() != 0:
+        raise PrerequisiteError("root", "cgroups for the service and its tenants")
+    cells = PARTS[part]() if requests is None else PARTS[part](requests)
+    if not ebpf:
+        return run_cells(cells, out, cpu, progress)
+    from quell.instrument import bpf
+
+    with bpf.attached() as split:
+        return run_cells(cells, out, cpu, progress, rq_threads_fd=split.threads_fd())
 
 
 def p99_scatter_seconds(latency_s: np.ndarray, seed: int = 0, rounds: int = 400) -> float:

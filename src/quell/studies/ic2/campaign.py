@@ -27,7 +27,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -52,7 +52,7 @@ from quell.detect.features import DEFAULT_FEATURES, check_features, feature_matr
 from quell.detect.labels import TRANSIENT_S, Timeline, label_intervals
 from quell.detect.tree import CostMatrix, CostSensitiveTree
 from quell.errors import InputError, Problem
-from quell.experiment.run import ProgressFn
+from quell.experiment.run import ProgressBar, ProgressFn, no_progress
 from quell.policy.ic2 import Ic2Params
 from quell.scenario import load_scenario
 from quell.scenario.model import PolicySpec, Scenario
@@ -64,6 +64,30 @@ RunFn = Callable[
 ]
 """Runs a scenario (scenario, its file, the runs directory, the progress display) and returns
 its summary, whose ``run_dir`` names the run directory: ``run_sim`` or ``run_lab``."""
+
+
+def run_fn(env: str) -> RunFn:
+    """The runner of ``env``: ``run_sim`` (the event core loaded) or ``run_lab``."""
+    if env == "sim":
+        from quell.experiment.sim import run_sim
+        from quell.sim.core import load_event_core
+
+        load_event_core()
+        return run_sim
+    if env == "lab":
+        from quell.experiment.lab import run_lab
+
+        return run_lab
+    raise InputError("--env", [Problem("", f"must be lab or sim, got {env!r}")])
+
+
+def recorded_scenario(store: RunStore, run_dir: Path) -> dict[str, Any]:
+    """The scenario a recorded run ran, as its run store keeps it."""
+    recorded = store.meta().get("scenario_json")
+    if not isinstance(recorded, dict):
+        raise InputError(str(run_dir), [Problem("meta.scenario_json", "missing")])
+    return recorded
+
 
 PHASES: tuple[Phase, ...] = ("I", "II", "III")
 SPEC_FORMAT = "quell.ic2.train"
@@ -594,6 +618,54 @@ def tree_sizes(
     return rows
 
 
+# -- the commands --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Trained:
+    """What ``quell ic2 train`` made: the campaign's name, its detector and each phase's data."""
+
+    name: str
+    detector: Path
+    phases: list[dict[str, object]]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"detector": str(self.detector), "phases": self.phases}
+
+
+def train(
+    spec_path: Path, out: Path, progress: ProgressBar = lambda t, what: no_progress()
+) -> Trained:
+    """``quell ic2 train``: the campaign of ``spec_path`` in ``out``, resumed where it stopped
+    (``Trainer``), in the environment its spec names."""
+    campaign = load_campaign(spec_path)
+    trainer = Trainer(campaign, out, run_fn(campaign.spec.environment))
+    trainer.prepare()
+    with progress(trainer.total_s, campaign.spec.name) as bar:
+        trainer.progress = bar
+        bundle = trainer.train()
+    return Trained(campaign.spec.name, out / "detector.json", bundle.data.training.phases)
+
+
+def ablate(spec_path: Path, out: Path, run_dirs: Sequence[Path]) -> list[dict[str, Any]]:
+    """``quell ic2 ablate``: ``ablation`` of the finished campaign in ``out`` on the recorded
+    runs ``run_dirs``, each scored against the scenario it recorded."""
+    campaign = load_campaign(spec_path)
+    with ExitStack() as stack:
+        runs = []
+        for d in run_dirs:
+            store = stack.enter_context(RunStore.open(d))
+            runs.append((store, Scenario.model_validate(recorded_scenario(store, d))))
+        return ablation(campaign, out, runs)
+
+
+def sizes(spec_path: Path, out: Path) -> list[dict[str, Any]]:
+    """``quell ic2 sizes``: ``tree_sizes`` of the finished campaign in ``out``, each row named
+    ``depth / leaf`` (``(spec)`` on the spec's own)."""
+    rows = tree_sizes(load_campaign(spec_path), out)
+    for r in rows:
+        r["size"] = f"{r['max_depth']} / {r['min_samples_leaf']}" + (" (spec)" if r["spec"] else "")
+    return rows
+
+
 __all__ = [
     "ABLATION",
     "PHASES",
@@ -601,14 +673,20 @@ __all__ = [
     "CostSpec",
     "RunFn",
     "TrainSpec",
+    "Trained",
     "Trainer",
+    "ablate",
     "ablation",
     "collected_runs",
     "final_data",
     "interfered_instances",
     "load_campaign",
+    "recorded_scenario",
     "run_dataset",
+    "run_fn",
     "score_run",
     "score_runs",
+    "sizes",
+    "train",
     "tree_sizes",
 ]

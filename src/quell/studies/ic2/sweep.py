@@ -28,7 +28,7 @@ from pydantic import Field, ValidationError
 from quell.core.files import load_json, load_yaml, write_json
 from quell.core.schema import Name, StrictModel, validation_problems
 from quell.errors import InputError, Problem
-from quell.experiment.run import ProgressFn
+from quell.experiment.run import ProgressBar, ProgressFn, no_progress
 from quell.scenario import load_scenario
 from quell.scenario.model import ApacheSettings, Event, PolicySpec, Scenario
 from quell.store.run import RunStore
@@ -450,6 +450,24 @@ def plot(doc: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
+def sweep(
+    spec_path: Path, out: Path, progress: ProgressBar = lambda t, what: no_progress()
+) -> dict[str, Any]:
+    """``quell ic2 sweep``: every point of ``spec_path``'s sweep in ``out`` (resumed after the
+    last one written), in the environment its spec names; writes ``sweep.json`` and
+    ``sweep.png`` there and returns the record, with its table and IC2's row."""
+    from quell.studies.ic2.campaign import run_fn
+
+    spec = load_sweep(spec_path)
+    sweeper = Sweeper(spec, out, run_fn(spec.spec.environment))
+    sweeper.prepare()
+    with progress(sweeper.total_s, spec.spec.name) as bar:
+        sweeper.progress = bar
+        doc = sweeper.run()
+    plot(doc, out / "sweep.png")
+    return doc
+
+
 __all__ = [
     "Condition",
     "Sweep",
@@ -459,5 +477,6 @@ __all__ = [
     "measure",
     "plot",
     "row",
+    "sweep",
     "table",
 ]

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from quell.errors import InputError, Problem
 from quell.scenario.model import Scenario
 from quell.store.run import RunStore
 from quell.studies.ic2.campaign import interfered_instances
@@ -291,4 +292,30 @@ def table4(
     return {"scenario": scenario.name, "baseline": baseline, "first_s": first_s, "rows": rows}
 
 
-__all__ = ["FIRST_S", "period_rt", "sent_rt", "table4"]
+def table4_of_runs(run_dirs: Sequence[Path], first_s: float = FIRST_S) -> dict[str, Any]:
+    """``quell ic2 table4``: ``table4`` of recorded runs of one scenario, each labelled by the
+    policy it ran (its ``label``, else its name), the first one's the baseline. Runs whose
+    scenarios differ beyond the policy are refused, as is a ``first_s`` that is not positive."""
+    from quell.studies.ic2.campaign import recorded_scenario
+
+    problems = []
+    if not first_s > 0:
+        problems.append(Problem("--first-s", f"must be > 0, got {first_s:g}"))
+    labelled: list[tuple[str, Path]] = []
+    scenarios: list[dict[str, Any]] = []
+    for d in run_dirs:
+        with RunStore.open(d) as store:
+            recorded = recorded_scenario(store, d)
+        pol = recorded.get("policy") or {}
+        labelled.append((str(pol.get("label") or pol.get("name") or d.name), d))
+        scenarios.append({k: v for k, v in recorded.items() if k not in ("policy", "compare")})
+    if any(s != scenarios[0] for s in scenarios[1:]):
+        message = "are not runs of one scenario (they differ beyond the policy)"
+        problems.append(Problem("RUN_DIRS", message))
+    if problems:
+        raise InputError("quell ic2 table4", problems)
+    scenario = Scenario.model_validate({**scenarios[0], "policy": {"name": "static"}})
+    return table4(scenario, labelled, first_s)
+
+
+__all__ = ["FIRST_S", "period_rt", "sent_rt", "table4", "table4_of_runs"]

@@ -38,7 +38,7 @@ from typing import Any
 
 from quell.core.files import read_text
 from quell.errors import ComponentError, InputError, PrerequisiteError, Problem
-from quell.experiment.run import unique_run_dir
+from quell.experiment.run import ProgressBar, no_progress, unique_run_dir
 from quell.lab.network import Topology, netns_pids
 from quell.lab.process import Managed, Placement, Supervisor, run_checked
 from quell.lab.servers import write_docroot
@@ -531,3 +531,25 @@ def run_measurement(
         finally:
             lab.close()
     return run_dir
+
+
+def measure(
+    rates_rps: Sequence[float] = (),
+    step_s: float = 6.0,
+    connections: int = 256,
+    file_bytes: int = 16384,
+    configs: Sequence[str] = (),
+    runs_dir: Path = Path("runs"),
+    progress: ProgressBar = lambda total_s, label: no_progress(),
+) -> Path:
+    """``quell model multicore measure``: ``run_measurement`` of the plan these give (the
+    default rates and every configuration where none are given); the run directory."""
+    defaults = MeasurePlan()
+    plan = MeasurePlan(
+        rates_rps=tuple(rates_rps) if rates_rps else defaults.rates_rps,
+        step_s=step_s,
+        connections=connections,
+        file_bytes=file_bytes,
+        configs=tuple(configs) if configs else CONFIGS,
+    )
+    return run_measurement(plan, runs_dir, lambda: progress(plan.total_s, "multicore"))

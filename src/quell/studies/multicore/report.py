@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from quell.core.files import load_json
 from quell.core.schema import validation_problems
 from quell.errors import InputError, Problem
-from quell.models.multicore import Discipline, MulticoreModel, Prediction
+from quell.models.multicore import Discipline, MulticoreModel, Prediction, as_discipline
 from quell.models.multicore_fit import MulticoreEstimator, RatePoint
 from quell.studies.multicore.measure import PLAN_FILE, read_points
 
@@ -263,3 +263,24 @@ th,td{{border:1px solid #ccc;padding:.25em .7em}}td.num{{text-align:right}}img{{
     (out / "index.html").write_text(html)
     (out / "fit.json").write_text(json.dumps(doc, indent=2) + "\n")
     return out
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """``fit``'s outcome: the configuration fitted on, its document (``fit_document``), Table
+    3's rows (``error_rows``) and where the report was written."""
+
+    fit_config: str
+    discipline: str
+    doc: dict[str, Any]
+    error_rows: list[list[str]]
+    report_dir: Path
+
+
+def fit(run_dir: Path, fit_config: str = "one", discipline: str = "paper") -> Fitted:
+    """``quell model multicore fit``: ``fit_run`` on ``fit_config``, the others predicted blind,
+    the report written into ``run_dir/report`` (``write_report``)."""
+    est, results, _ = fit_run(run_dir, fit_config, as_discipline(discipline))
+    doc = fit_document(est, results)
+    out = write_report(run_dir, est, results, doc)
+    return Fitted(fit_config, est.discipline, doc, error_rows(results), out)

@@ -18,7 +18,7 @@ from quell.studies.ic2.campaign import Trainer, load_campaign
 from quell.studies.ic2.table4 import table4
 from tests.cli.inprocess import run_quell
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 IC2 = ROOT / "scenarios/ic2"
 
 

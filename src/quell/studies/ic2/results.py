@@ -272,4 +272,21 @@ def render(data: Path) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-__all__ = ["GOALS", "render", "sweep_cell_ms"]
+def write_page(data: Path, out: Path) -> Path:
+    """``quell ic2 results``: the page rendered from ``data`` and written to ``out``; a data
+    directory that is not one, or a file in it of no known form, is refused."""
+    from quell.errors import InputError, Problem
+
+    if not data.is_dir():
+        raise InputError(str(data), [Problem("", "not a directory")])
+    try:
+        page = render(data)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(
+            str(data), [Problem("", f"a file is not of a known form: {exc}")]
+        ) from None
+    out.write_text(page)
+    return out
+
+
+__all__ = ["GOALS", "reduction_text", "render", "sweep_cell_ms", "write_page"]

@@ -37,7 +37,7 @@ from quell.studies.ic2.campaign import (
 )
 from tests.cli.inprocess import assert_refused, run_quell
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SMOKE = ROOT / "scenarios" / "interference-smoke.yaml"
 IC2 = {"max_request_workers": 64, "keepalive_timeout_s": 5, "php_max_children": 16}
 
@@ -125,6 +125,14 @@ def test_three_phases_run_what_they_should_and_resume(tmp_path: Path) -> None:
     Trainer(load_campaign(spec(tmp_path)), out, again).train()
     assert again.runs == []
     assert load_detector(out / "detector.json").data.tree == bundle.data.tree
+    # the command on the finished campaign: nothing to run, each phase's data
+    done = run_quell("ic2", "train", spec(tmp_path), "--out", out, "--json")
+    assert done.code == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == {
+        "detector": str(out / "detector.json"),
+        "phases": loaded.data.training.phases,
+    }
+    assert "campaign-test: detector in" in done.stdout
     # a run whose data file was lost is read again from its finished run directory
     (out / "phase-II" / "onoff-1.npz").unlink()
     reread = Recorder()

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from quell.report.ic2_results import render
+from quell.studies.ic2.results import render
 
 
 def row(first: float, sent: dict[str, Any] | None) -> dict[str, Any]:
@@ -48,7 +48,7 @@ def test_table4_rows_without_request_logs_keep_the_interval_columns(tmp_path: Pa
 def test_a_sweep_shows_its_row_for_ic2_when_it_has_one(tmp_path: Path) -> None:
     doc = json.loads(
         (
-            Path(__file__).resolve().parents[2] / "docs/results/data/ic2/sweep-lab-table4-mrw.json"
+            Path(__file__).resolve().parents[3] / "docs/results/data/ic2/sweep-lab-table4-mrw.json"
         ).read_text()
     )
     (tmp_path / "sweep-t.json").write_text(json.dumps(doc))
@@ -70,7 +70,7 @@ def test_a_repeated_sweep_shows_each_values_range_and_whether_its_optimum_is_res
 ) -> None:
     doc = json.loads(
         (
-            Path(__file__).resolve().parents[2]
+            Path(__file__).resolve().parents[3]
             / "docs/results/data/ic2/sweep-lab-table4-mrw-rep.json"
         ).read_text()
     )

@@ -1,4 +1,6 @@
-"""The per-request records of a run directory, as files.
+"""The per-request records of a run directory, as files: what ``quell attribute fit``,
+``predict`` and ``report`` read of a run of one's own service, and Soroban's campaign of its
+runs.
 
 A run directory holds the instrumentation's per-thread logs (``*.qtlog``) or its table
 (``requests.csv.gz``), read by ``quell.instrument.log.read_records``, or a ``records.csv`` with
@@ -13,6 +15,7 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -27,6 +30,21 @@ from quell.errors import InputError, Problem
 RECORDS_FILE: Final = "records.csv"
 PSI_FILE: Final = "psi.csv"
 MAX_RECORDS_BYTES: Final = 1 << 30
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run's records, its PSI series if any, and where it came from."""
+
+    name: str
+    records: Records
+    psi: PsiSeries | None = None
+
+
+def read_run(path: Path, name: str | None = None) -> Run:
+    """The records and PSI series of ``path`` (``read_records``, ``read_psi``), named ``name``
+    (default: the path)."""
+    return Run(str(path) if name is None else name, read_records(path), read_psi(path))
 
 
 def _read_csv(path: Path, what: str) -> dict[str, list[str]]:

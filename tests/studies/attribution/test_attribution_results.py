@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from quell.report.attribution_results import render
+from quell.studies.attribution.results import render
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DATA = ROOT / "docs" / "results" / "data" / "attribution"
 PAGE = ROOT / "docs" / "results" / "attribution.md"
 

@@ -1,19 +1,24 @@
-"""From runs to a fitted attribution model and back to per-request attributions.
+"""Soroban's attribution model fitted on runs of one's own service (``quell attribute fit``),
+from runs back to a bundle that attributes each request (``quell attribute predict``, the
+scenario's ``attribution``, the agent's export).
 
 Training: the uncontended run of a schedule and one or more contended runs of the same schedule.
 Each contended request is labelled (percentile matching within its class by default, or paired
 by request id) and described by its features; the features every run has are used, the classes
 are the union. A seeded share of the requests is held out; the sparse GP and the baselines (the
 run-queue wait, linear regression, gradient boosting, and the exact GP on a subsample) are fitted
-on the rest and scored on it.
+on the rest and scored on it. ``fit_runs`` does it all from run directories and writes the
+bundle; Soroban's own campaign (``quell.studies.attribution``) fits through the same functions.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -24,7 +29,6 @@ from quell.attribute.calibration import IntervalCalibration, calibrate_by_group
 from quell.attribute.features import (
     CLASS_PREFIX,
     FeatureMatrix,
-    PsiSeries,
     available_features,
     build_features,
 )
@@ -41,21 +45,12 @@ from quell.attribute.models import (
     provider_floor_seconds,
     score,
 )
-from quell.attribute.records import Records
 from quell.errors import InputError, Problem
+from quell.report.records import Run, read_run
 
 FloatArray = NDArray[np.float64]
 LabelKind = Literal["percentile", "paired"]
 Progress = Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class Run:
-    """One run's records, its PSI series if any, and where it came from."""
-
-    name: str
-    records: Records
-    psi: PsiSeries | None = None
 
 
 @dataclass(frozen=True)
@@ -403,3 +398,69 @@ def _calibrate(
     )
     timings["calibration"] = time.perf_counter() - t0
     return cal
+
+
+StepsBar = Callable[[int, str], AbstractContextManager[Progress]]
+"""Opens a display of (steps, label) for a block; each note the block gives starts a step."""
+
+
+@contextmanager
+def no_steps(steps: int, label: str) -> Iterator[Progress]:
+    yield lambda what: None
+
+
+def fit_steps(settings: FitSettings, contended: int) -> int:
+    """The models ``fit_attribution`` fits, and the folds of its calibration."""
+    folds = contended if settings.calibrate and contended >= 2 else 0
+    return (5 if settings.baselines else 1) + folds
+
+
+def fit_runs(
+    uncontended: Path,
+    contended: Sequence[Path],
+    out: Path,
+    settings: FitSettings,
+    labels: str = "percentile",
+    include_uncontended: bool = True,
+    test_uncontended: Path | None = None,
+    test_contended: Sequence[Path] = (),
+    progress: StepsBar = no_steps,
+) -> FitResult:
+    """``quell attribute fit``: label ``contended`` against ``uncontended`` (runs of one
+    schedule, read from their directories), fit and score as ``fit_attribution`` does (and on
+    the held-out runs ``test_uncontended`` and ``test_contended``, another schedule or other
+    load), write the bundle to ``out``. A floor quantile of 0 is no floor. Every bad option is
+    named before a run is read."""
+    problems = []
+    if labels not in ("percentile", "paired"):
+        problems.append(Problem("--labels", f"percentile or paired, not {labels!r}"))
+    quantile = settings.floor_quantile
+    if quantile is not None and not 0.0 <= quantile < 1.0:
+        message = f"0 (no floor) or a quantile below 1, got {quantile}"
+        problems.append(Problem("--floor-quantile", message))
+    if (test_uncontended is None) != (not test_contended):
+        message = "give both --test-uncontended and --test-contended, or neither"
+        problems.append(Problem("held-out runs", message))
+    if problems:
+        raise InputError("quell attribute fit", problems)
+    settings = replace(settings, floor_quantile=quantile or None)
+    kind: LabelKind = "percentile" if labels == "percentile" else "paired"
+    runs = [read_run(p) for p in contended]
+    data = training_set(read_run(uncontended), runs, kind, include_uncontended)
+    held_out = []
+    if test_uncontended is not None:
+        names = [n for n in data.features.names if not n.startswith(CLASS_PREFIX)]
+        test = training_set(
+            read_run(test_uncontended),
+            [read_run(p) for p in test_contended],
+            kind,
+            include_uncontended=False,
+            names=names,
+            classes=data.features.classes,
+        )
+        held_out.append(("held-out runs", test))
+    source = f"uncontended {uncontended}; contended {', '.join(map(str, contended))}"
+    with progress(fit_steps(settings, len(runs)), "fitting") as note:
+        result = fit_attribution(data, settings, source, note, held_out)
+    result.model.save(out)
+    return result

@@ -1,18 +1,17 @@
-"""The attribution training set: which requests it holds and with what labels."""
+"""Fitting the attribution model on runs (``quell.experiment.attribution``): which requests the
+training set holds and with what labels, the calibrated interval, the provider floor."""
 
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from quell.attribute.features import build_features
 from quell.attribute.records import check_records
 from quell.errors import InputError
-from quell.studies.attribution.pipeline import Run, split, training_set
-from quell.studies.attribution.runs import read_records
+from quell.experiment.attribution import split, training_set
+from quell.report.records import Run
 from tests.attribute.synth import schedule_records
 
 
@@ -47,54 +46,29 @@ def test_no_contended_run_is_refused_and_the_split_is_seeded() -> None:
     np.testing.assert_array_equal(split(10, 0.2, 3)[1], test)
 
 
-FIXTURE_LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "instrument" / "qtlog"
-
-
-def test_the_instrumentations_recorded_logs_give_exact_features() -> None:
-    records = read_records(FIXTURE_LOGS)
-    assert len(records) == 10
-    fm = build_features(records)
-    row = list(fm.request_id).index(202)  # /spin on thread 13900
-    assert fm.request_class[row] == "/spin"
-    assert fm.column("cpu_seconds")[row] == 5044144 / 1e9
-    assert fm.column("runq_wait_seconds")[row] == 6620663 / 1e9
-    assert fm.column("blocked_seconds")[row] == pytest.approx((11676494 - 5044144 - 6620663) / 1e9)
-    assert fm.column("invol_cs")[row] == 3
-    row = list(fm.request_id).index(103)  # yielded for 100 ms: counted as blocked
-    assert fm.column("yields")[row] == 1
-    assert fm.column("blocked_seconds")[row] == pytest.approx((12779251 - 4036004) / 1e9)
-
-
-def test_an_empty_run_directory_and_a_damaged_log_are_refused(tmp_path: Path) -> None:
-    with pytest.raises(InputError, match="no records here"):
-        read_records(tmp_path)
-    log = tmp_path / "quell-1-1-0.qtlog"
-    log.write_bytes(b"QTLOG\x00\x00\x02" + bytes(56))
-    with pytest.raises(InputError, match=r"quell-1-1-0\.qtlog"):
-        read_records(tmp_path)
-
-
 def test_the_interval_is_calibrated_on_training_rows_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """fit_attribution calibrates on the training rows of the contended runs it is told are one
     group (here by kind), never on its held-out share or on held-out runs; the bundle keeps the
     scale and the class scales, and the held-out scores carry the uncalibrated GP beside."""
-    from quell.studies.attribution import pipeline
+    from quell.experiment import attribution
 
     clean = _run(1, 0, 0)
     contended = [_run(1, w, r) for w, r in ((1, 1), (2, 2), (3, 3), (2, 4))]
-    data = pipeline.combine([training_set(clean, contended)])
+    data = attribution.combine([training_set(clean, contended)])
     test_set = training_set(_run(2, 0, 9), [_run(2, 2, 9)], include_uncontended=False)
     seen: list[tuple[np.ndarray, np.ndarray, list[str]]] = []
-    real = pipeline.calibrate_by_group
+    real = attribution.calibrate_by_group
 
     def spy(make, x, y, groups, names, **kw):  # type: ignore[no-untyped-def]
         seen.append((x, groups, list(names)))
         return real(make, x, y, groups, names, **kw)
 
-    monkeypatch.setattr(pipeline, "calibrate_by_group", spy)
+    monkeypatch.setattr(attribution, "calibrate_by_group", spy)
     kinds = {r.name: ("a" if i < 2 else "b") for i, r in enumerate(contended)}
-    settings = pipeline.FitSettings(n_inducing=15, max_iters=15, exact_points=50, baselines=False)
-    result = pipeline.fit_attribution(
+    settings = attribution.FitSettings(
+        n_inducing=15, max_iters=15, exact_points=50, baselines=False
+    )
+    result = attribution.fit_attribution(
         data, settings, held_out=[("other", test_set)], calibration_groups=kinds
     )
     ((x, groups, names),) = seen
@@ -126,15 +100,15 @@ def test_the_provider_floor_is_read_from_the_uncontended_runs_and_applied() -> N
     the uncontended training runs (and of no other); attributing a run gives no provider part at
     or below it and the prediction above it; without a quantile or an uncontended run, none."""
     from quell.attribute.apply import attribute
-    from quell.studies.attribution import pipeline
+    from quell.experiment import attribution
 
     clean = _run(1, 0, 0)
     contended = [_run(1, 2, 1), _run(1, 3, 2)]
-    data = pipeline.combine([training_set(clean, contended)])
-    settings = pipeline.FitSettings(
+    data = attribution.combine([training_set(clean, contended)])
+    settings = attribution.FitSettings(
         n_inducing=15, max_iters=15, exact_points=50, baselines=False, calibrate=False
     )
-    model = pipeline.fit_attribution(data, settings).model
+    model = attribution.fit_attribution(data, settings).model
     floor = model.data.floor
     assert floor is not None and floor.method == "uncontended-quantile"
     assert (floor.quantile, floor.requests, floor.runs) == (0.995, 400, [clean.name])
@@ -151,7 +125,7 @@ def test_the_provider_floor_is_read_from_the_uncontended_runs_and_applied() -> N
     np.testing.assert_array_equal(
         a.provider_seconds_without_floor, np.clip(a.excess_seconds, 0, a.wall_seconds)
     )
-    none = pipeline.fit_attribution(data, replace(settings, floor_quantile=None)).model
+    none = attribution.fit_attribution(data, replace(settings, floor_quantile=None)).model
     assert none.data.floor is not None and none.data.floor.method == "none"
     no_clean = training_set(clean, contended, include_uncontended=False)
-    assert pipeline.fit_attribution(no_clean, settings).model.floor_seconds == 0.0
+    assert attribution.fit_attribution(no_clean, settings).model.floor_seconds == 0.0

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from quell.errors import InputError
+from quell.report.records import read_psi
 from quell.studies.attribution.campaign import (
     HELD_OUT_KINDS,
     HELD_OUT_STRESS_NG,
@@ -20,7 +21,6 @@ from quell.studies.attribution.campaign import (
 )
 from quell.studies.attribution.campaign import test_cells as held_out_cells
 from quell.studies.attribution.experiment import deadline_for, tenant_argvs
-from quell.studies.attribution.runs import read_psi
 
 
 def test_the_campaign_fits_on_at_least_50000_requests_and_tests_on_runs_of_50000() -> None:

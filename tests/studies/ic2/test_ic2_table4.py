@@ -3,6 +3,7 @@ first part and the rest, request-weighted, and the latencies of the reconfigurat
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -13,8 +14,9 @@ from quell.core.observation import Observation, Snapshot
 from quell.scenario import load_scenario
 from quell.store.run import RequestRecord, RunStore
 from quell.studies.ic2.table4 import period_rt, table4
+from tests.cli.inprocess import assert_refused, run_quell
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def scenario(tmp: Path, one_instance: bool = False):  # type: ignore[no-untyped-def]
@@ -170,7 +172,7 @@ def test_a_timeout_without_a_server_is_the_only_instances(tmp_path: Path) -> Non
 
 
 def test_the_results_page_is_generated_from_its_data(monkeypatch: pytest.MonkeyPatch) -> None:
-    from quell.report.ic2_results import render
+    from quell.studies.ic2.results import render
 
     monkeypatch.chdir(ROOT)
     page = render(Path("docs/results/data/ic2"))
@@ -202,7 +204,7 @@ def test_runs_of_one_label_are_repetitions_paired_with_the_baseline_s(tmp_path: 
 def test_the_page_shows_how_hard_the_neighbour_reached_each_run(tmp_path: Path) -> None:
     import json
 
-    from quell.report.ic2_results import render
+    from quell.studies.ic2.results import render
 
     sc = scenario(tmp_path)
     runs = [
@@ -220,3 +222,36 @@ def test_the_page_shows_how_hard_the_neighbour_reached_each_run(tmp_path: Path) 
     # 0.5 x 10 / 200 = 25 ms a request, 0.7: 35, 0.8: 40, 0.4: 20; outside 0.1 / 10 = 10 ms
     assert "| static | 25.0, 35.0 | 10.0, 10.0 |" in page
     assert "| ic2 | 40.0, 20.0 | 10.0, 10.0 |" in page
+
+
+def recorded(run_dir: Path, scenario_json: dict[str, object]) -> Path:
+    """``run_dir`` with the scenario it ran in its meta, as a run of the runner records it."""
+    with RunStore.create(run_dir) as store:
+        store.set_meta(scenario_json=scenario_json)
+    return run_dir
+
+
+def test_the_command_labels_runs_by_their_policy_and_names_every_bad_input(
+    tmp_path: Path,
+) -> None:
+    sc = scenario(tmp_path)
+    doc = sc.model_dump(mode="json")
+    static = recorded(write_run(tmp_path / "b", 0.2, []), doc | {"policy": {"name": "static"}})
+    ic2 = recorded(
+        write_run(tmp_path / "m", 0.15, [12.0]), doc | {"policy": {"name": "ic2", "label": "on"}}
+    )
+    done = run_quell("ic2", "table4", static, ic2, "--first-s", "4", "--json")
+    assert done.code == 0, done.stderr
+    rows = json.loads(done.stdout.splitlines()[-1])["rows"]
+    assert list(rows) == ["static", "on"]
+    assert rows["on"]["first_reduction_pct"] == 25.0  # 1 - 0.15 / 0.2
+    assert "mean RT of the interfered instances under interference" in done.stdout
+    other = recorded(write_run(tmp_path / "o", 0.2, []), doc | {"duration_s": 30})
+    assert_refused(
+        run_quell("ic2", "table4", static, other, "--first-s", "0"),
+        "--first-s: must be > 0, got 0",
+        "RUN_DIRS: are not runs of one scenario",
+    )
+    assert_refused(
+        run_quell("ic2", "table4", tmp_path / "b-nowhere"), "not a run directory (no run.db)"
+    )

@@ -14,7 +14,7 @@ from quell.errors import InputError
 from quell.experiment.sim import run_sim
 from quell.studies.ic2.sweep import Sweeper, load_sweep, measure, row, table
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 BASE = ROOT / "scenarios" / "ic2" / "sim-sweep.yaml"
 BASE_MRW = yaml.safe_load(BASE.read_text())["instances"][0]["apache"]["max_request_workers"]
 
