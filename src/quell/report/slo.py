@@ -55,7 +55,8 @@ from quell.core.action import SCALING_TYPES
 from quell.errors import InputError
 from quell.scenario.model import Scenario
 from quell.scenario.service import ServiceModel
-from quell.sim.oracle import OracleResult, run_oracle
+from quell.sim.headroom import run_oracle
+from quell.sim.oracle import OracleResult
 from quell.sim.service import interference_changes
 from quell.store.run import RunStore
 
