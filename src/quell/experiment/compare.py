@@ -17,7 +17,7 @@ from quell.scenario.model import Scenario
 from quell.scenario.policy import build_policy, scenario_for_policy
 
 if TYPE_CHECKING:
-    from quell.sim.oracle import OracleResult
+    from quell.models.oracle import OracleResult
     from quell.workload.schedule import RequestSchedule
 
 COMPARISON_FILE = "comparison.json"

@@ -35,7 +35,7 @@ at the price of more instances.
 
 **When the fleet itself falls short.** In some intervals even every host the policy may use,
 each at its true capacity, could not carry the load within R_th (the oracle's infeasible
-intervals, ``quell.sim.oracle``): some instance must then be loaded past what meets R_th,
+intervals, ``quell.models.oracle``): some instance must then be loaded past what meets R_th,
 whatever the split. ``short_intervals`` counts those intervals and ``short_misses`` the misses
 that fell in them."""
 

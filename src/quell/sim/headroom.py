@@ -1,4 +1,4 @@
-"""The oracle (``quell.sim.oracle``) on a scenario: what each host has left for the service,
+"""The oracle (``quell.models.oracle``) on a scenario: what each host has left for the service,
 interval by interval, as the simulator applies its neighbours, and the load as the simulator
 draws it.
 
@@ -19,10 +19,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from quell.errors import InputError, Problem
+from quell.models.oracle import OracleResult, capacity_left, interval_means, oracle
 from quell.scenario.model import Iperf3, Scenario
 from quell.scenario.schedule import build_schedule
 from quell.scenario.service import ServiceModel
-from quell.sim.oracle import OracleResult, capacity_left, interval_means, oracle
 from quell.sim.service import MAX_TAKEN_SHARE, draw_sizes, interference_changes
 from quell.workload.schedule import RequestSchedule
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from quell.errors import InputError
-from quell.sim.oracle import (
+from quell.models.oracle import (
     capacity_left,
     fewest_instances,
     interval_means,
