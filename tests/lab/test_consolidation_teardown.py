@@ -1,6 +1,6 @@
 """Nothing of the consolidation lab survives it: not an interrupted bring-up, not a runner
 killed with kill -9 once ``quell lab clean`` has run (processes, cgroups, the tmpfs, the
-ports, the work files, PostgreSQL's System V segments). Each test brings a small lab up (a
+ports, the work files, PostgreSQL's System V segments, each named in what it prints). Each test brings a small lab up (a
 thousand comments: seconds)."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from quell.lab.cleanup import clean_leftovers
 from quell.lab.consolidation import ConsolidationLab
 from quell.lab.postgres import sysv_shmids
 from quell.lab.tag import RUNTIME_ROOT
+from tests.cli.inprocess import run_quell
 from tests.lab.consolidation_leftovers import leftovers, shm_ids
 
 pytestmark = pytest.mark.lab
@@ -64,9 +64,12 @@ def test_kill_9_then_lab_clean_leaves_nothing() -> None:
         runner.send_signal(signal.SIGKILL)
         runner.wait(timeout=10)
         time.sleep(0.2)
-        clean_leftovers()
+        cleaned = run_quell("lab", "clean")
+        assert cleaned.code == 0, cleaned
         assert not any(leftovers(tag).values())
         assert not set(segments) & shm_ids()
+        for shmid in segments:
+            assert f"removed shm {shmid}\n" in cleaned.stdout
     finally:
         if runner.poll() is None:
             runner.kill()

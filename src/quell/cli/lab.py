@@ -139,8 +139,9 @@ def lab_clean() -> None:
 
     from quell.cli.console import out_console
     from quell.lab.cleanup import clean_leftovers
+    from quell.lab.consolidation import remove_leftovers
 
-    removed = clean_leftovers()
+    removed = clean_leftovers(cleaners=[remove_leftovers])
     if not removed:
         out_console.print("nothing to clean")
     for item in removed:

@@ -6,11 +6,9 @@ import contextlib
 import json
 import logging
 import resource
-import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from quell.attribute.bundle import AttributionModel, load_attribution_model
@@ -24,6 +22,7 @@ from quell.experiment.run import (
 )
 from quell.lab.environment import LabEnvironment
 from quell.lab.preflight import preflight
+from quell.lab.process import terminate_on_signals
 from quell.report.run_attribution import attribute_run
 from quell.report.summary import summarize
 from quell.scenario.attribution import attribution_model_path
@@ -32,24 +31,9 @@ from quell.scenario.policy import build_policy, with_policy_balancer
 from quell.signals.cgroup import detect_layout
 from quell.signals.machine import read_machine
 
+__all__ = ["attribute_lab_run", "raise_fd_limit", "run_lab", "terminate_on_signals"]
+
 log = logging.getLogger(__name__)
-
-
-class Terminated(SystemExit):
-    """Raised in the main thread when SIGTERM or SIGHUP arrives, so teardown runs."""
-
-
-@contextlib.contextmanager
-def terminate_on_signals() -> Iterator[None]:
-    def handler(signum: int, frame: FrameType | None) -> None:
-        raise Terminated(128 + signum)
-
-    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
 
 
 def raise_fd_limit(wanted: int = 65536) -> None:
