@@ -139,7 +139,7 @@ def lab_clean() -> None:
 
     from quell.cli.console import out_console
     from quell.lab.cleanup import clean_leftovers
-    from quell.lab.consolidation import remove_leftovers
+    from quell.studies.consolidation.lab import remove_leftovers
 
     removed = clean_leftovers(cleaners=[remove_leftovers])
     if not removed:

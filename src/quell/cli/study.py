@@ -38,7 +38,7 @@ def consolidation(
 
     from quell.cli.console import emit_json, err_console, out_console, say
     from quell.errors import InputError, Problem
-    from quell.report.consolidation import curves, shape, write_figures
+    from quell.studies.consolidation.results import curves, shape, write_figures
     from quell.studies.consolidation.spec import Env, load_study
     from quell.studies.consolidation.sweep import (
         collect,
@@ -132,7 +132,7 @@ def consolidation_results(
 
     from quell.cli.console import say
     from quell.errors import InputError, Problem
-    from quell.report.consolidation import render, write_figures
+    from quell.studies.consolidation.results import render, write_figures
 
     if not data.is_dir():
         raise InputError(str(data), [Problem("", "not a directory")])

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from quell.core.files import load_json, write_json
-from quell.errors import InputError, PrerequisiteError, Problem
+from quell.errors import InputError, Problem
 from quell.experiment.run import least_stolen
-from quell.report.consolidation import FORMAT, VERSION, histograms
-from quell.scenario.consolidation import ConsolidationMeasurement
+from quell.studies.consolidation.point import ConsolidationMeasurement
+from quell.studies.consolidation.results import FORMAT, VERSION, histograms
 from quell.studies.consolidation.spec import Env, PlannedPoint, SimSettings, Study
 
 MeasureFn = Callable[[PlannedPoint, Path], ConsolidationMeasurement]
@@ -30,8 +30,8 @@ STEAL_ATTEMPTS = 3
 
 
 def sim_measure(settings: SimSettings) -> MeasureFn:
-    """Points measured by ``quell.sim.consolidation.simulate_point`` with ``settings``."""
-    from quell.sim.consolidation import Costs, simulate_point
+    """Points measured by ``quell.studies.consolidation.sim.simulate_point`` with ``settings``."""
+    from quell.studies.consolidation.sim import Costs, simulate_point
 
     costs = Costs(
         light_seconds=settings.light_cpu_seconds, heavy_seconds=settings.heavy_cpu_seconds
@@ -53,16 +53,9 @@ def sim_measure(settings: SimSettings) -> MeasureFn:
 
 
 def lab_measure() -> MeasureFn:
-    """Points measured in the lab by ``quell.lab.consolidation.measure_point`` (the lab half of
-    the study), each measured again while the machine's steal spoils it."""
-    try:
-        from quell.lab import consolidation as lab  # type: ignore[attr-defined,unused-ignore]
-    except ImportError:
-        raise PrerequisiteError(
-            "quell.lab.consolidation (the consolidation lab: PostgreSQL tiers on a capped core)"
-            " is not part of this quell",
-            "quell study consolidation --env lab",
-        ) from None
+    """Points measured in the lab by ``quell.studies.consolidation.lab.measure_point`` (the lab
+    half of the study), each measured again while the machine's steal spoils it."""
+    from quell.studies.consolidation import lab
 
     def measure(planned: PlannedPoint, run_dir: Path) -> ConsolidationMeasurement:
         attempt = 0
@@ -70,10 +63,7 @@ def lab_measure() -> MeasureFn:
         def once() -> ConsolidationMeasurement:
             nonlocal attempt
             attempt += 1
-            got: ConsolidationMeasurement = lab.measure_point(
-                planned.point, run_dir / f"attempt{attempt}"
-            )
-            return got
+            return lab.measure_point(planned.point, run_dir / f"attempt{attempt}")
 
         kept, over = least_stolen(once, lambda m: m.steal_pct, MAX_STEAL_PCT, STEAL_ATTEMPTS)
         if not over:

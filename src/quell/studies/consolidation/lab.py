@@ -47,7 +47,19 @@ from quell.actuate.cgroup import set_cpu_cap, set_cpu_shares
 from quell.errors import ComponentError, PrerequisiteError
 from quell.lab.cgroups import Group, create_group, remove_group
 from quell.lab.cleanup import runner_record
-from quell.lab.ntier import (
+from quell.lab.process import (
+    Managed,
+    Placement,
+    Supervisor,
+    run_checked,
+    terminate_on_signals,
+)
+from quell.lab.request_log import parse_user_line
+from quell.lab.tag import RUNTIME_ROOT, RunTag
+from quell.lab.users import write_population
+from quell.signals.cgroup import CgroupLayout, detect_layout, read_cpu_usage_ns, read_throttling
+from quell.signals.procfs import CpuTimes, read_cpu_times
+from quell.studies.consolidation.ntier import (
     CLASSES,
     RESOURCES,
     FrontPaths,
@@ -58,7 +70,13 @@ from quell.lab.ntier import (
     php_fpm_argv,
     write_front,
 )
-from quell.lab.postgres import (
+from quell.studies.consolidation.point import (
+    SYSTEMS,
+    ConsolidationMeasurement,
+    ConsolidationPoint,
+    SystemMeasurement,
+)
+from quell.studies.consolidation.postgres import (
     PG_BIN,
     PG_USER,
     PgCluster,
@@ -71,24 +89,6 @@ from quell.lab.postgres import (
     statement_stats,
     stop_cluster,
 )
-from quell.lab.process import (
-    Managed,
-    Placement,
-    Supervisor,
-    run_checked,
-    terminate_on_signals,
-)
-from quell.lab.request_log import parse_user_line
-from quell.lab.tag import RUNTIME_ROOT, RunTag
-from quell.lab.users import write_population
-from quell.scenario.consolidation import (
-    SYSTEMS,
-    ConsolidationMeasurement,
-    ConsolidationPoint,
-    SystemMeasurement,
-)
-from quell.signals.cgroup import CgroupLayout, detect_layout, read_cpu_usage_ns, read_throttling
-from quell.signals.procfs import CpuTimes, read_cpu_times
 from quell.workload.population import Population, ThinkModulation
 
 DB_CPU = 1

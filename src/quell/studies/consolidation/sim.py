@@ -45,7 +45,7 @@ from typing import Literal
 import numpy as np
 
 from quell.errors import InputError, Problem
-from quell.scenario.consolidation import (
+from quell.studies.consolidation.point import (
     SYSTEMS,
     ConsolidationMeasurement,
     ConsolidationPoint,

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from quell.lab.consolidation import ConsolidationLab
-from quell.lab.postgres import sysv_shmids
 from quell.lab.tag import RUNTIME_ROOT
+from quell.studies.consolidation.lab import ConsolidationLab
+from quell.studies.consolidation.postgres import sysv_shmids
 from tests.cli.inprocess import run_quell
-from tests.lab.consolidation_leftovers import leftovers, shm_ids
+from tests.studies.consolidation.consolidation_leftovers import leftovers, shm_ids
 
 pytestmark = pytest.mark.lab
 
@@ -40,7 +40,7 @@ def test_interrupted_bring_up_leaves_nothing() -> None:
 
 RUNNER = """
 import sys, time
-from quell.lab.consolidation import ConsolidationLab
+from quell.studies.consolidation.lab import ConsolidationLab
 lab = ConsolidationLab(comments_total=1000)
 lab.__enter__()
 lab.ensure_front("conservative", False)
@@ -50,7 +50,7 @@ time.sleep(60)
 
 
 def test_kill_9_then_lab_clean_leaves_nothing() -> None:
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3] / "src")}
     runner = subprocess.Popen(
         [sys.executable, "-c", RUNNER], stdout=subprocess.PIPE, text=True, env=env
     )
