@@ -289,7 +289,7 @@ def results(
     """Write the results page (docs/results/prima.md) from measured runs: those in --data,
     then those named one by one."""
     from quell.cli.console import say
-    from quell.report.prima_results import ResultFiles, data_files, render
+    from quell.studies.prima.results import ResultFiles, data_files, render
 
     files = data_files(data) if data is not None else ResultFiles()
     text = render(
