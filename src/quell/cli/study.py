@@ -1,5 +1,5 @@
 """``quell study``: measurement campaigns run as sweeps of points. ``consolidation`` runs the
-consolidation study (docs/consolidation.md) in the lab or the simulator;
+consolidation study (docs/papers/consolidation.md) in the lab or the simulator;
 ``consolidation-results`` writes its results page and figures from the study records."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """``quell study consolidation``'s spec file: the sweep of the consolidation study
-(docs/consolidation.md) as one YAML document, checked up front with every problem named.
+(docs/papers/consolidation.md) as one YAML document, checked up front with every problem named.
 
 The points are the product of the cap pairs, Sys_Const's users, Sys_Inc's users, Sys_Inc's
 indices of dispersion, CTP off/on, the simulator's schedulers (one "scheduler" in the lab) and
