@@ -144,6 +144,20 @@ def test_the_command_writes_the_record_figures_and_json(tmp_path: Path) -> None:
     assert all(Path(f).stat().st_size > 1000 for f in doc["figures"])
 
 
+def test_the_results_command_refuses_what_is_not_a_record_directory(tmp_path: Path) -> None:
+    out, figures = tmp_path / "page.md", tmp_path / "img"
+    missing = tmp_path / "nope"
+    args = ("--out", out, "--figures", figures)
+    refused = run_quell("study", "consolidation-results", "--data", missing, *args)
+    assert_refused(refused, str(missing), "not a directory")
+    bad = tmp_path / "records"
+    bad.mkdir()
+    (bad / "x.json").write_text(json.dumps({"format": "quell-consolidation-study"}))
+    refused = run_quell("study", "consolidation-results", "--data", bad, *args)
+    assert_refused(refused, "a record is not of a known form")
+    assert not out.exists()
+
+
 def test_histograms_count_each_sample_and_each_2s_mean() -> None:
     series = [0.0] * 10 + [100.0] * 10 + [52.0] * 20 + [7.0] * 3
     h = histograms(series)

@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from quell.errors import InputError, Problem
 
 FORMAT = "quell-consolidation-study"
 VERSION = 1
@@ -450,3 +453,18 @@ def write_figures(data: Path, out_dir: Path) -> list[Path]:
         for f, suffix in ((fig, "rt"), (figc, "cpu"), (figt, "throttled")):
             written.append(_save_small(f, out_dir / f"{doc['name']}-{suffix}.png"))
     return written
+
+
+def write_page(data: Path, out: Path, figures: Path) -> None:
+    """The page at ``out`` and its figures in ``figures`` (linked relative to the page), from
+    the study records in ``data``; a record of no known form is an ``InputError``."""
+    if not data.is_dir():
+        raise InputError(str(data), [Problem("", "not a directory")])
+    try:
+        page = render(data, image_dir=os.path.relpath(figures, out.parent))
+        write_figures(data, figures)
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        raise InputError(
+            str(data), [Problem("", f"a record is not of a known form: {exc}")]
+        ) from None
+    out.write_text(page)

@@ -368,3 +368,25 @@ def render(
     if bench is not None:
         lines += _section(bench_section, bench, "a bench result (bench/results/prima.json)")
     return "\n".join(lines)
+
+
+def write_page(
+    out: Path,
+    data: Path | None = None,
+    validation: Sequence[Path] = (),
+    lab: Sequence[Path] = (),
+    sim: Sequence[Path] = (),
+    bench: Path | None = None,
+) -> None:
+    """The page at ``out`` from the result files in ``data`` (``data_files``), then those
+    named one by one, each file once."""
+    files = data_files(data) if data is not None else ResultFiles()
+    text = render(
+        list(dict.fromkeys([*files.validation, *validation])),
+        list(dict.fromkeys([*files.lab, *lab])),
+        list(dict.fromkeys([*files.sim, *sim])),
+        bench,
+        files.misses,
+    )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
