@@ -53,7 +53,7 @@ def run_lab(
     """Check, bring up, run and tear down. ``progress`` opens the progress display; it is
     opened only once the pre-start checks have passed, so a refusal shows no bar."""
     scenario = with_policy_balancer(scenario)
-    preflight(scenario, scenario_path.parent, str(scenario_path))
+    schedule = preflight(scenario, scenario_path.parent, str(scenario_path))
     policy = build_policy(scenario.policy, scenario, scenario_path.parent)
     model_path = attribution_model_path(scenario, scenario_path.parent)
     model = load_attribution_model(model_path) if model_path is not None else None
@@ -61,7 +61,7 @@ def run_lab(
     layout = detect_layout()
     run_dir = new_run_dir(runs_dir, scenario, "lab")
     store = prepare_run_dir(run_dir, scenario, scenario_path, "lab")
-    env = LabEnvironment(scenario, scenario_path.parent, run_dir, layout)
+    env = LabEnvironment(scenario, scenario_path.parent, run_dir, layout, schedule=schedule)
     # what it ran on: a working set sized to one machine's cache fits in another's
     store.set_meta(run_tag=env.tag.value, machine=read_machine().as_dict())
     summary: dict[str, Any] | None = None
