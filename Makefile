@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # System packages the lab drives (Debian 12 / Ubuntu names). Debian's prometheus unit would
 # listen on :9090; quell starts its own Prometheus, so the unit is disabled once installed.
 # PostgreSQL likewise: the packaged cluster "15 main" (port 5432) is stopped and set to manual;
-# the consolidation lab runs its own clusters on tmpfs (quell.lab.postgres).
+# the consolidation lab runs its own clusters on tmpfs (quell.studies.consolidation.postgres).
 SYSTEM_PACKAGES := gcc libc6-dev haproxy lighttpd nginx apache2 php8.2-fpm httperf wrk stress-ng iperf3 fio \
 	sysstat iproute2 procps psmisc util-linux prometheus clamav \
 	postgresql postgresql-contrib php8.2-pgsql clang llvm libbpf-dev bpftool

@@ -40,8 +40,8 @@ from typing import Any
 import numpy as np
 
 from quell.core.action import Action, ReconfigureServer
-from quell.experiment.lab import terminate_on_signals
 from quell.lab.environment import LabEnvironment
+from quell.lab.process import terminate_on_signals
 from quell.scenario import parse_scenario
 from quell.signals.cgroup import detect_layout
 from quell.store.run import RequestRecord

@@ -12,10 +12,10 @@ import sys
 import time
 from pathlib import Path
 
-from quell.lab.consolidation import LB_PORTS, ConsolidationLab, _get
-from quell.lab.postgres import reset_statements, statement_stats
-from quell.scenario.consolidation import ConsolidationPoint
 from quell.signals.cgroup import detect_layout, read_cpu_usage_ns
+from quell.studies.consolidation.lab import LB_PORTS, ConsolidationLab, _get
+from quell.studies.consolidation.point import ConsolidationPoint
+from quell.studies.consolidation.postgres import reset_statements, statement_stats
 
 COUNTS = {"light": 300, "heavy": 40}
 

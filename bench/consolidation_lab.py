@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from quell.lab.consolidation import ConsolidationLab
-from quell.scenario.consolidation import ConsolidationPoint
+from quell.studies.consolidation.lab import ConsolidationLab
+from quell.studies.consolidation.point import ConsolidationPoint
 from quell.studies.consolidation.spec import load_study
 
 SPOILED_STEAL_PCT = 5.0

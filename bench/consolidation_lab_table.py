@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from quell.scenario.consolidation import ConsolidationMeasurement
+from quell.studies.consolidation.point import ConsolidationMeasurement
 
 
 def cell(xs: list[float], scale: float = 1.0, digits: int = 0) -> str:

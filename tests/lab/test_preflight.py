@@ -5,11 +5,16 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from quell.errors import InputError, PrerequisiteError
+from quell.lab import testbed
 from quell.lab.preflight import preflight, scenario_problems
+from quell.lab.tag import RunTag
 from quell.scenario import parse_scenario
+from quell.scenario.schedule import build_schedule
+from quell.signals.cgroup import CgroupLayout
 
 
 def scenario(**over: object) -> dict:
@@ -70,6 +75,35 @@ def test_preflight_refuses_without_root_and_says_why(tmp_path: Path) -> None:
         preflight(parse_scenario(scenario()), tmp_path, "pf.yaml", euid=1000, which=everything)
     assert "root" in str(err.value) and "network namespaces" in str(err.value)
     assert err.value.exit_code == 2
+
+
+def test_the_schedule_preflight_checks_is_the_one_the_run_replays(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = parse_scenario(scenario())
+    checked = preflight(s, tmp_path, "pf.yaml", euid=0, which=everything)
+    assert checked is not None
+    built = build_schedule(s, tmp_path)
+    assert np.array_equal(checked.times_s, built.times_s) and checked.paths == built.paths
+
+    def build_again(*args: object) -> None:
+        raise AssertionError("the schedule was built a second time")
+
+    monkeypatch.setattr(testbed, "build_schedule", build_again)
+    layout = CgroupLayout("v2", tmp_path, tmp_path, tmp_path, tmp_path, tmp_path)
+    tag = RunTag.new()
+    bed = testbed.Testbed(s, tmp_path, tmp_path / "run", layout, tag, tmp_path, checked)
+    bed.work.mkdir()
+    bed.write_schedule()
+    written = np.load(bed.work / "schedule.npz")
+    assert np.array_equal(written["times_s"], checked.times_s)
+    assert np.array_equal(written["path_index"], checked.path_index)
+
+
+def test_closed_loop_users_have_no_schedule_to_replay(tmp_path: Path) -> None:
+    s = scenario()
+    s["workload"]["arrival"] = {"process": "closed", "users": 20, "think_time_s": 0.5}
+    assert preflight(parse_scenario(s), tmp_path, "pf.yaml", euid=0, which=everything) is None
 
 
 def test_a_missing_trace_file_is_caught_before_start(tmp_path: Path) -> None:

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from quell.report.prima_results import lab_section
 from quell.report.repeats import repeat_summary
+from quell.studies.prima.results import lab_section
 
 
 def _doc(rt_ms: dict[str, tuple[float, float | None]], target_s: float = 0.013) -> dict[str, Any]:

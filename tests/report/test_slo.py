@@ -12,7 +12,7 @@ from quell.core.action import AddInstance, Decision, RemoveInstance
 from quell.core.observation import Observation, Snapshot
 from quell.report.slo import default_settle_s, load_steps, slo_summary
 from quell.scenario.model import Scenario
-from quell.sim.oracle import run_oracle
+from quell.sim.headroom import run_oracle
 from quell.store.run import RunStore
 from tests.sim.build import build_scenario
 

@@ -18,7 +18,7 @@ from quell.scenario.model import Scenario
 from quell.scenario.service import HostInterference
 from quell.sim import SimEnvironment
 from quell.sim.core import EventCore
-from quell.sim.oracle import available_hosts, host_capacity
+from quell.sim.headroom import available_hosts, host_capacity
 from quell.sim.service import interference_changes
 from tests.sim.build import LINK_BYTES_PER_S, build_scenario
 

@@ -139,8 +139,9 @@ def lab_clean() -> None:
 
     from quell.cli.console import out_console
     from quell.lab.cleanup import clean_leftovers
+    from quell.studies.consolidation.lab import remove_leftovers
 
-    removed = clean_leftovers()
+    removed = clean_leftovers(cleaners=[remove_leftovers])
     if not removed:
         out_console.print("nothing to clean")
     for item in removed:
@@ -182,7 +183,7 @@ def lab_up(
     from quell.signals.cgroup import detect_layout
 
     scenario = load_scenario(path)
-    preflight(scenario, path.parent, str(path))
+    schedule = preflight(scenario, path.parent, str(path))
     run_dir = new_run_dir(runs_dir, scenario, "up")
     lab = bring_up(
         scenario,
@@ -192,6 +193,7 @@ def lab_up(
         spares=spares,
         load=load,
         status=lambda step: say(f"up: {step}"),
+        schedule=schedule,
     )
     out_console.print(f"lab {lab.tag} up: {run_dir}", markup=False, highlight=False)
     for name in ("lab.json", "live.yaml", "prometheus.yml"):

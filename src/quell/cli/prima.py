@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 if TYPE_CHECKING:
     from rich.progress import Progress
 
-    from quell.studies.prima.profile import Profiler, ProfileSpec
+    from quell.studies.prima.campaign import StealReport
 
 MAX_REPETITIONS = 20
 """``quell.studies.prima.profile.MAX_REPETITIONS``, spelled out so ``--help`` loads nothing."""
@@ -34,22 +33,6 @@ RepsOpt = Annotated[
         "that has runs, only the missing ones are measured: a larger number deepens a profile.",
     ),
 ]
-
-
-def _env(spec_env: Literal["lab", "sim"], given: str | None) -> Literal["lab", "sim"]:
-    from quell.errors import InputError, Problem
-
-    if given is None:
-        return spec_env
-    if given not in ("lab", "sim"):
-        raise InputError("--env", [Problem("--env", f"{given!r}: choose lab or sim")])
-    return "lab" if given == "lab" else "sim"
-
-
-def _with_repetitions(spec: ProfileSpec, repetitions: int | None) -> ProfileSpec:
-    if repetitions is None:
-        return spec
-    return spec.model_copy(update={"repetitions": repetitions})
 
 
 def _progress() -> Progress:
@@ -83,27 +66,21 @@ def _print_noise(who: str, rt_pct: object, sf_pct: object, how: str) -> None:
     out_console.print(f"{who} a mean error of about {rt} % in RT and {sf} % in SF ({how})")
 
 
-def _steal_report(profiler: Profiler) -> dict[str, object]:
-    """Print, when any, the runs measured again for the machine's own CPU steal; returns the
-    same for ``--json``."""
+def _print_steal(steal: StealReport) -> None:
+    """The runs measured again for the machine's own CPU steal, when any."""
     from quell.cli.console import out_console
 
-    bound = profiler.spec.max_steal_pct
-    if profiler.remeasured:
+    bound = steal.max_steal_pct
+    if steal.remeasured:
         out_console.print(
-            f"{profiler.remeasured} run(s) measured again: the machine's CPU steal averaged over "
-            f"{bound:g} % during them (kept in {profiler.stolen_path})"
+            f"{steal.remeasured} run(s) measured again: the machine's CPU steal averaged over "
+            f"{bound:g} % during them (kept in {steal.stolen_path})"
         )
-    if profiler.over_steal:
+    if steal.over_steal:
         out_console.print(
             f"[bold]kept although every attempt had CPU steal over {bound:g} %:[/bold] "
-            + ", ".join(profiler.over_steal)
+            + ", ".join(steal.over_steal)
         )
-    return {
-        "max_steal_pct": bound,
-        "remeasured": profiler.remeasured,
-        "over_steal": list(profiler.over_steal),
-    }
 
 
 @prima_app.command("profile")
@@ -118,26 +95,17 @@ def profile(
     already in OUT/cells.jsonl are not measured again."""
     from rich.table import Table
 
-    from quell.cli.console import out_console
-    from quell.studies.prima.profile import Profiler, cell_runner, load_profile_spec
-    from quell.studies.prima.validate import scatter
+    from quell.cli.console import emit_json, out_console
+    from quell.studies.prima.campaign import ProfileCampaign
 
-    spec, base = load_profile_spec(spec_path)
-    spec = _with_repetitions(spec, repetitions)
-    environment = _env(spec.environment, env)
-    spec = spec.model_copy(update={"environment": environment})
-    profiler = Profiler(spec, base, out, cell_runner(environment, out))
+    campaign = ProfileCampaign(spec_path, out, env, repetitions)
     with _progress() as bar:
-        task = bar.add_task("profile", total=profiler.planned(), what="starting")
-
-        def update(done: int, total: int, what: str) -> None:
-            bar.update(task, completed=done, total=total, what=what)
-
-        bundle = profiler.run(update)
-        bar.update(task, completed=profiler.planned(), what="done")
-    path = out / "bundle.json"
-    bundle.save(path)
-    t = Table(title=f"probe isolation table ({spec.name})")
+        task = bar.add_task("profile", total=campaign.planned, what="starting")
+        done = campaign.run(
+            lambda d, total, what: bar.update(task, completed=d, total=total, what=what)
+        )
+    bundle = done.bundle
+    t = Table(title=f"probe isolation table ({done.spec.name})")
     for col in ("U %", "R_iso ms", "samples", "CI width / mean", "converged"):
         t.add_column(col, justify="right")
     pt = bundle.probe_table
@@ -147,30 +115,18 @@ def profile(
         t.add_row(f"{u:.1f}", f"{r * 1e3:.1f}", str(n), f"{c:.3f}", "yes" if ok else "no (cap)")
     out_console.print(t)
     out_console.print(
-        f"{len(bundle.data.rtm_points)} model cells → {path}"
-        f" (workload {spec.workload}, {environment})"
+        f"{len(bundle.data.rtm_points)} model cells → {done.bundle_path}"
+        f" (workload {done.spec.workload}, {done.environment})"
     )
-    noise = scatter(profiler.model_points(pt))
     _print_noise(
         "The cells' own scatter alone would give a model built on them",
-        noise["rt_noise_pct"],
-        noise["sf_noise_pct"],
+        done.scatter["rt_noise_pct"],
+        done.scatter["sf_noise_pct"],
         "from how far each cell's repetitions differ",
     )
-    steal = _steal_report(profiler)
+    _print_steal(done.steal)
     if as_json:
-        print(
-            json.dumps(
-                {
-                    "bundle": str(path),
-                    "cells": len(bundle.data.rtm_points),
-                    "probe_table": pt.to_dict(),
-                    "scatter": noise,
-                    "steal": steal,
-                },
-                separators=(",", ":"),
-            )
-        )
+        emit_json(done.to_json())
 
 
 @prima_app.command("validate")
@@ -185,31 +141,17 @@ def validate_cmd(
     """Measure the spec's held-out points and compare them with RTM and IM (like Table II)."""
     from rich.table import Table
 
-    from quell.cli.console import out_console
-    from quell.errors import InputError, Problem
-    from quell.models.bundle import load_bundle
-    from quell.studies.prima.profile import Profiler, cell_runner, load_profile_spec
-    from quell.studies.prima.validate import summary, validate
+    from quell.cli.console import emit_json, out_console
+    from quell.studies.prima.campaign import ValidationCampaign
 
-    spec, base = load_profile_spec(spec_path)
-    spec = _with_repetitions(spec, repetitions)
-    bundle = load_bundle(bundle_path, spec.workload)
-    if not spec.holdout:
-        raise InputError(str(spec_path), [Problem("holdout", "no held-out points to measure")])
-    environment = _env(spec.environment, env)
-    profiler = Profiler(spec, base, out, cell_runner(environment, out))
+    campaign = ValidationCampaign(spec_path, bundle_path, out, env, repetitions)
     with _progress() as bar:
-        planned = len(spec.holdout) * spec.repetitions
-        task = bar.add_task("validate", total=planned, what="starting")
-        cells = profiler.holdout(
-            bundle.probe_table, lambda d, t, w: bar.update(task, completed=d, what=w)
-        )
-        bar.update(task, completed=planned, what="done")
-    rows = validate(bundle, cells)
+        task = bar.add_task("validate", total=campaign.planned, what="starting")
+        done = campaign.run(lambda d, total, what: bar.update(task, completed=d, what=what))
     t = Table(title="RTM and IM on held-out points (cf. PRIMA Table II)")
     for col in ("U %", "SF", "R ms", "R̂ ms", "error %", "U_total %", "IM(U_total)", "error %"):
         t.add_column(col, justify="right")
-    for r in rows:
+    for r in done.rows:
         t.add_row(
             f"{r.util_pct:.1f}",
             f"{r.sf:.2f}",
@@ -222,7 +164,7 @@ def validate_cmd(
             + (" *" if r.clamped else ""),
         )
     out_console.print(t)
-    s = summary(rows)
+    s = done.summary
     sf_err = s["im_sf_mape_pct"]
     sf_text = "-" if not isinstance(sf_err, float) else f"{sf_err:.1f}"
     out_console.print(
@@ -236,10 +178,9 @@ def validate_cmd(
         s["im_sf_noise_pct"],
         "from how far each point's repetitions differ; the model's cells scatter too",
     )
-    doc = {**s, "steal": _steal_report(profiler)}
-    (out / "validation.json").write_text(json.dumps(doc, indent=1) + "\n")
+    _print_steal(done.steal)
     if as_json:
-        print(json.dumps(doc, separators=(",", ":")))
+        emit_json(done.to_json())
 
 
 @prima_app.command("show")
@@ -289,16 +230,7 @@ def results(
     """Write the results page (docs/results/prima.md) from measured runs: those in --data,
     then those named one by one."""
     from quell.cli.console import say
-    from quell.report.prima_results import ResultFiles, data_files, render
+    from quell.studies.prima.results import write_page
 
-    files = data_files(data) if data is not None else ResultFiles()
-    text = render(
-        list(dict.fromkeys([*files.validation, *(validation or [])])),
-        list(dict.fromkeys([*files.lab, *(lab or [])])),
-        list(dict.fromkeys([*files.sim, *(sim or [])])),
-        bench,
-        files.misses,
-    )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text)
+    write_page(out, data, validation or [], lab or [], sim or [], bench)
     say(f"written {out}")

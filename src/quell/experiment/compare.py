@@ -17,7 +17,8 @@ from quell.scenario.model import Scenario
 from quell.scenario.policy import build_policy, scenario_for_policy
 
 if TYPE_CHECKING:
-    from quell.sim.oracle import OracleResult
+    from quell.models.oracle import OracleResult
+    from quell.workload.schedule import RequestSchedule
 
 COMPARISON_FILE = "comparison.json"
 
@@ -65,20 +66,16 @@ def scenario_yaml(scenario: Scenario) -> str:
     return str(yaml.dump(data, Dumper=dumper, sort_keys=False))
 
 
-def _oracle(scenario: Scenario, base: Path) -> OracleResult | None:
-    """The fewest instances that could have met the target on this seed's load and neighbours
-    (none for closed-loop users: their load follows the service)."""
-    if scenario.target is None or scenario.workload.arrival.process == "closed":
+def _oracle(
+    scenario: Scenario, base: Path, schedule: RequestSchedule | None
+) -> OracleResult | None:
+    """The fewest instances that could have met the target on this seed's load (``schedule``)
+    and neighbours (none for closed-loop users: their load follows the service)."""
+    if scenario.target is None or schedule is None:
         return None
-    from quell.scenario.schedule import build_schedule
-    from quell.sim.oracle import run_oracle
-    from quell.sim.service import draw_sizes
+    from quell.sim.headroom import run_oracle
 
-    schedule = build_schedule(scenario, base)
-    sizes = draw_sizes(
-        scenario.service.size if scenario.service else None, schedule.size_bytes, scenario.seed
-    )
-    return run_oracle(scenario, base, schedule, sizes)
+    return run_oracle(scenario, base, schedule)
 
 
 def compare_in_sim(
@@ -98,7 +95,7 @@ def compare_in_sim(
     # one schedule for every policy; closed-loop users have none: each run draws alike
     closed = scenario.workload.arrival.process == "closed"
     schedule = None if closed else build_schedule(scenario, base)
-    oracle = _oracle(scenario, base)
+    oracle = _oracle(scenario, base, schedule)
     cmp_dir.mkdir(parents=True, exist_ok=True)
     rows = []
     for k, (scn, policy) in enumerate(runs):

@@ -6,11 +6,9 @@ import contextlib
 import json
 import logging
 import resource
-import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from quell.attribute.bundle import AttributionModel, load_attribution_model
@@ -24,6 +22,7 @@ from quell.experiment.run import (
 )
 from quell.lab.environment import LabEnvironment
 from quell.lab.preflight import preflight
+from quell.lab.process import terminate_on_signals
 from quell.report.run_attribution import attribute_run
 from quell.report.summary import summarize
 from quell.scenario.attribution import attribution_model_path
@@ -32,24 +31,9 @@ from quell.scenario.policy import build_policy, with_policy_balancer
 from quell.signals.cgroup import detect_layout
 from quell.signals.machine import read_machine
 
+__all__ = ["attribute_lab_run", "raise_fd_limit", "run_lab", "terminate_on_signals"]
+
 log = logging.getLogger(__name__)
-
-
-class Terminated(SystemExit):
-    """Raised in the main thread when SIGTERM or SIGHUP arrives, so teardown runs."""
-
-
-@contextlib.contextmanager
-def terminate_on_signals() -> Iterator[None]:
-    def handler(signum: int, frame: FrameType | None) -> None:
-        raise Terminated(128 + signum)
-
-    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
 
 
 def raise_fd_limit(wanted: int = 65536) -> None:
@@ -69,7 +53,7 @@ def run_lab(
     """Check, bring up, run and tear down. ``progress`` opens the progress display; it is
     opened only once the pre-start checks have passed, so a refusal shows no bar."""
     scenario = with_policy_balancer(scenario)
-    preflight(scenario, scenario_path.parent, str(scenario_path))
+    schedule = preflight(scenario, scenario_path.parent, str(scenario_path))
     policy = build_policy(scenario.policy, scenario, scenario_path.parent)
     model_path = attribution_model_path(scenario, scenario_path.parent)
     model = load_attribution_model(model_path) if model_path is not None else None
@@ -77,7 +61,7 @@ def run_lab(
     layout = detect_layout()
     run_dir = new_run_dir(runs_dir, scenario, "lab")
     store = prepare_run_dir(run_dir, scenario, scenario_path, "lab")
-    env = LabEnvironment(scenario, scenario_path.parent, run_dir, layout)
+    env = LabEnvironment(scenario, scenario_path.parent, run_dir, layout, schedule=schedule)
     # what it ran on: a working set sized to one machine's cache fits in another's
     store.set_meta(run_tag=env.tag.value, machine=read_machine().as_dict())
     summary: dict[str, Any] | None = None

@@ -1,8 +1,9 @@
 """``quell lab clean``: remove what a runner that was killed (even with kill -9) left behind.
 
 Everything a run creates carries its tag: processes (in their environment), namespaces and
-cgroups (in their names), files (under the runtime root). A tag whose runner is still alive is
-left alone."""
+cgroups (in their names), files and mounts (under the runtime root). A tag whose runner is
+still alive is left alone. What else a kind of run leaves (the consolidation study's PostgreSQL
+segments) is removed by the ``cleaners`` the caller passes: this layer knows no study."""
 
 from __future__ import annotations
 
@@ -12,13 +13,18 @@ import os
 import shutil
 import signal
 import subprocess
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from quell.lab.cgroups import list_groups, remove_group
 from quell.lab.network import delete_netns, list_netns, netns_pids
-from quell.lab.postgres import sysv_shmids
 from quell.lab.tag import ENV_VAR, PREFIX, RUNTIME_ROOT, tag_of
 from quell.signals.cgroup import CgroupLayout, detect_layout
+
+Cleaner = Callable[[Path], list[str]]
+"""Removes what else a kind of run may leave behind: called with a run's work directory (under
+the runtime root) once the run's processes are killed and before its mounts and files go;
+returns what it removed, one item each ("shm 17")."""
 
 
 def tagged_pids(tag: str, proc_root: Path = Path("/proc")) -> list[int]:
@@ -87,7 +93,14 @@ def leftover_tags(layout: CgroupLayout, runtime_root: Path = RUNTIME_ROOT) -> se
     return tags
 
 
-def clean_tag(tag: str, layout: CgroupLayout, runtime_root: Path = RUNTIME_ROOT) -> list[str]:
+def clean_tag(
+    tag: str,
+    layout: CgroupLayout,
+    runtime_root: Path = RUNTIME_ROOT,
+    cleaners: Sequence[Cleaner] = (),
+) -> list[str]:
+    """Remove everything of run ``tag`` (and what each of ``cleaners`` finds of it); returns
+    what was removed."""
     removed: list[str] = []
     pids = set(tagged_pids(tag))
     names = [n for n in list_netns() if tag_of(n) == tag]
@@ -97,7 +110,6 @@ def clean_tag(tag: str, layout: CgroupLayout, runtime_root: Path = RUNTIME_ROOT)
     for g in groups:
         pids |= set(g.pids())
     pids.discard(os.getpid())
-    shmids = sysv_shmids(runtime_root / tag / "pg")
     for pid in sorted(pids):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
@@ -108,11 +120,9 @@ def clean_tag(tag: str, layout: CgroupLayout, runtime_root: Path = RUNTIME_ROOT)
     for n in names:
         delete_netns(n)
         removed.append(f"netns {n}")
-    for shmid in shmids:  # a PostgreSQL cluster killed with kill -9 leaves its segment
-        done = subprocess.run(["ipcrm", "-m", str(shmid)], capture_output=True, check=False)
-        if done.returncode == 0:
-            removed.append(f"shm {shmid}")
     work = runtime_root / tag
+    for cleaner in cleaners:
+        removed += cleaner(work)
     for mount in mounts_under(work):
         subprocess.run(["umount", "-l", str(mount)], capture_output=True, check=False, timeout=30)
         removed.append(f"mount {mount}")
@@ -140,11 +150,14 @@ def mounts_under(directory: Path, mounts_file: Path = Path("/proc/mounts")) -> l
     return sorted(found, key=lambda p: len(p.parts), reverse=True)
 
 
-def clean_leftovers(runtime_root: Path = RUNTIME_ROOT) -> list[str]:
+def clean_leftovers(
+    runtime_root: Path = RUNTIME_ROOT, cleaners: Sequence[Cleaner] = ()
+) -> list[str]:
+    """Every run whose runner is gone, removed (``clean_tag``)."""
     layout = detect_layout()
     removed: list[str] = []
     for tag in sorted(leftover_tags(layout, runtime_root)):
         if runner_alive(runtime_root / tag / "state.json"):
             continue
-        removed += clean_tag(tag, layout, runtime_root)
+        removed += clean_tag(tag, layout, runtime_root, cleaners)
     return removed

@@ -41,6 +41,7 @@ from quell.lab.testbed import StatusFn, Testbed
 from quell.scenario.model import Event, Scenario
 from quell.signals.cgroup import CgroupLayout
 from quell.store.run import RequestRecord
+from quell.workload.schedule import RequestSchedule
 
 
 class LabEnvironment:
@@ -54,12 +55,15 @@ class LabEnvironment:
         layout: CgroupLayout,
         tag: RunTag | None = None,
         runtime_root: Path = RUNTIME_ROOT,
+        schedule: RequestSchedule | None = None,
     ) -> None:
         self.scenario = scenario
         self.run_dir = run_dir
         self.layout = layout
         self.tag = tag or RunTag.new()
-        self.testbed = Testbed(scenario, scenario_dir, run_dir, layout, self.tag, runtime_root)
+        self.testbed = Testbed(
+            scenario, scenario_dir, run_dir, layout, self.tag, runtime_root, schedule
+        )
         self.sampler = Sampler(layout)
         self.lifecycle = Lifecycle(self.testbed, self.sampler)
         self.client_log = ClientLog()

@@ -13,6 +13,7 @@ from quell.errors import InputError, PrerequisiteError, Problem
 from quell.lab.apache import APACHE_BINARY, MAX_PHP_CHILDREN, MAX_WORKING_SET_BYTES, PHP_FPM_BINARY
 from quell.scenario.model import Scenario
 from quell.scenario.schedule import build_population, build_schedule
+from quell.workload.schedule import RequestSchedule
 
 BASE_BINARIES = ("ip", "tc", "haproxy", "taskset", "python3")
 VIDEO_DIR = re.compile(r"^/v\d+/")
@@ -128,13 +129,16 @@ def preflight(
     source: str,
     euid: int | None = None,
     which: Callable[[str], str | None] = shutil.which,
-) -> None:
-    """Raise before anything starts if this machine cannot run the scenario."""
+) -> RequestSchedule | None:
+    """Raise before anything starts if this machine cannot run the scenario. Returns the
+    request schedule it built to check it (a bad trace file fails here), for the run to
+    replay; ``None`` for closed-loop users, who have none."""
     problems = scenario_problems(scenario, set(os.sched_getaffinity(0)), which)
     if problems:
         raise InputError(source, problems)
-    if build_population(scenario) is None:
-        build_schedule(scenario, scenario_dir)  # a bad trace file fails here, before any start
+    schedule = (
+        build_schedule(scenario, scenario_dir) if build_population(scenario) is None else None
+    )
     if (os.geteuid() if euid is None else euid) != 0:
         raise PrerequisiteError(
             "the lab must run as root", "network namespaces, cgroups, tc and HAProxy"
@@ -145,3 +149,4 @@ def preflight(
         found = bpf.probe()
         if not found.ok:
             raise PrerequisiteError(str(found.reason), "attribution.ebpf: the eBPF run-queue split")
+    return schedule

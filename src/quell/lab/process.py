@@ -1,7 +1,8 @@
 """Starting and stopping the lab's processes. Each runs in its own session (so its whole process
 group can be signalled), carries the run tag in its environment, and can be placed in a network
 namespace, cgroups and on chosen CPUs. Placement happens by exec chaining, so the pid we hold is
-the pid of the real program."""
+the pid of the real program. ``terminate_on_signals``: the runner itself, asked to stop by
+SIGTERM or SIGHUP, unwinds as from Ctrl-C, so whatever it brought up is torn down."""
 
 from __future__ import annotations
 
@@ -9,14 +10,44 @@ import contextlib
 import os
 import signal
 import subprocess
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 
 from quell.errors import ComponentError
 from quell.instrument.token import rq_map_inheritance
 from quell.lab.tag import ENV_VAR, RunTag
+
+TERMINATING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+class Terminated(SystemExit):
+    """Raised in the main thread when SIGTERM or SIGHUP arrives (exit status 128 + the
+    signal's number), so the teardown that a ``finally`` or ``__exit__`` holds runs."""
+
+
+@contextlib.contextmanager
+def terminate_on_signals() -> Iterator[None]:
+    """While inside, SIGTERM and SIGHUP raise ``Terminated`` in the main thread; the handlers
+    before are restored on the way out. Outside the main thread (where Python delivers no
+    signal) it changes nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise Terminated(128 + signum)
+
+    old = {s: signal.signal(s, handler) for s in TERMINATING_SIGNALS}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
 
 _JOIN_CGROUPS = 'for f in $QUELL_CGROUP_PROCS; do echo $$ > "$f" || exit 97; done; exec "$@"'
 

@@ -35,6 +35,7 @@ from quell.lab.testbed import StatusFn, Testbed
 from quell.scenario.model import Instance, Scenario
 from quell.signals.cgroup import CgroupLayout
 from quell.signals.netns import NETNS_DIR
+from quell.workload.schedule import RequestSchedule
 
 STATE_FILE = "lab.json"
 SCRAPE_INTERVAL_S = 0.5
@@ -112,13 +113,15 @@ def bring_up(
     load: bool = False,
     status: StatusFn = lambda msg: None,
     runtime_root: Path = RUNTIME_ROOT,
+    schedule: RequestSchedule | None = None,
 ) -> StandingLab:
     """Bring the scenario's lab up and leave it running. ``spares`` pre-provisioned instances
     on each of the scenario's scaling hosts become HAProxy slots; ``load``: the scenario's
-    load starts now, for its duration. If anything fails, nothing of it stays."""
+    load (replaying ``schedule`` if given, as ``preflight`` returns it) starts now, for its
+    duration. If anything fails, nothing of it stays."""
     tag = RunTag.new()
     run_dir.mkdir(parents=True, exist_ok=True)
-    bed = Testbed(scenario, scenario_dir, run_dir, layout, tag, runtime_root)
+    bed = Testbed(scenario, scenario_dir, run_dir, layout, tag, runtime_root, schedule)
     try:
         return _bring_up(bed, scenario, run_dir, spares, load, status)
     except BaseException:

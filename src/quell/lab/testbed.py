@@ -62,7 +62,8 @@ UPLINK = "uplink"
 
 
 class Testbed:
-    """The components of ``scenario`` on this machine, under the run tag ``tag``."""
+    """The components of ``scenario`` on this machine, under the run tag ``tag``; an open
+    loop replays ``schedule`` (default: built from the scenario when first needed)."""
 
     def __init__(
         self,
@@ -72,6 +73,7 @@ class Testbed:
         layout: CgroupLayout,
         tag: RunTag,
         runtime_root: Path = RUNTIME_ROOT,
+        schedule: RequestSchedule | None = None,
     ) -> None:
         self.scenario = scenario
         self.scenario_dir = scenario_dir
@@ -89,7 +91,7 @@ class Testbed:
         self.prober: Managed | None = None
         self.links: dict[str, NetDevReader] = {}
         self.targets_file = self.work / "probe-targets.json"
-        self.schedule: RequestSchedule | None = None
+        self.schedule = schedule
         self.population = build_population(scenario)
         """The closed-loop users; None for an open loop, which replays ``schedule``."""
         self.rq_split = contextlib.ExitStack()
@@ -129,13 +131,10 @@ class Testbed:
                 fd = open_in_netns(NETNS_DIR / self.topology.host_ns(host.id))
                 self.links[host.id] = NetDevReader(fd)
         status("files")
-        if self.population is None:
-            self.schedule = build_schedule(s, self.scenario_dir)
         write_docroot(self.work / "www", s.files, s.seed)
         if s.workload.sessions is not None:
             # video sessions ask for /v{video}/c{chunk}: serve each chunk the schedule uses
-            sched = self.schedule
-            assert sched is not None  # sessions are open loop (check_scenario)
+            sched = self.request_schedule()  # sessions are open loop (check_scenario)
             write_video_docroot(self.work / "www", sched.paths, sched.sizes_bytes, s.seed)
         if s.pages:
             write_pages(self.work / "www", self.work / WORKING_SETS_DIR, s.pages, s.seed)
@@ -246,13 +245,19 @@ class Testbed:
             raise ComponentError("haproxy", f"{exc.detail}; exited servers: {tails}") from None
         return self.runtime
 
+    def request_schedule(self) -> RequestSchedule:
+        """The open loop's request schedule: the one given, else built from the scenario, once."""
+        if self.schedule is None:
+            self.schedule = build_schedule(self.scenario, self.scenario_dir)
+        return self.schedule
+
     def write_schedule(self) -> None:
         """What the load generator runs: the request schedule to replay, or the closed-loop
         users."""
         if self.population is not None:
             write_population(self.work / "users.json", self.population)
             return
-        schedule = self.schedule or build_schedule(self.scenario, self.scenario_dir)
+        schedule = self.request_schedule()
         sched_file = self.work / "schedule.npz"
         write_schedule(sched_file, schedule.times_s, schedule.path_index, list(schedule.paths))
 

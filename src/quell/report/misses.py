@@ -35,7 +35,7 @@ at the price of more instances.
 
 **When the fleet itself falls short.** In some intervals even every host the policy may use,
 each at its true capacity, could not carry the load within R_th (the oracle's infeasible
-intervals, ``quell.sim.oracle``): some instance must then be loaded past what meets R_th,
+intervals, ``quell.models.oracle``): some instance must then be loaded past what meets R_th,
 whatever the split. ``short_intervals`` counts those intervals and ``short_misses`` the misses
 that fell in them."""
 
@@ -316,7 +316,7 @@ def fleet_short_ends(scenario: Scenario, base_dir: Path) -> NDArray[np.float64] 
     """The end times of the intervals in which every host ``scenario`` lets a policy use,
     each at its true capacity, could not carry the load within R_th (the oracle's infeasible
     intervals); ``None`` where the oracle does not apply (no host with a link)."""
-    from quell.sim.oracle import run_oracle
+    from quell.sim.headroom import run_oracle
 
     if not any(h.link_mbit is not None for h in scenario.hosts):
         return None

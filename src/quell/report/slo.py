@@ -41,7 +41,7 @@ with the SLO over all instance-intervals and the share left out beside it.
 ones) or from the ``AddInstance`` that asked for it (booting counts), to the end of the run, or,
 once removed, to the end of the last interval it is reported in (it drains until then; one
 cancelled while booting ends at its removal). **Oracle instance-seconds**: the fewest instances
-that could have met the target, from ``quell.sim.oracle`` (needs a target)."""
+that could have met the target, from ``quell.models.oracle`` (needs a target)."""
 
 from __future__ import annotations
 
@@ -53,9 +53,10 @@ from numpy.typing import NDArray
 
 from quell.core.action import SCALING_TYPES
 from quell.errors import InputError
+from quell.models.oracle import OracleResult
 from quell.scenario.model import Scenario
 from quell.scenario.service import ServiceModel
-from quell.sim.oracle import OracleResult, run_oracle
+from quell.sim.headroom import run_oracle
 from quell.sim.service import interference_changes
 from quell.store.run import RunStore
 

@@ -1,5 +1,5 @@
 """``quell study consolidation``'s spec file: the sweep of the consolidation study
-(docs/consolidation.md) as one YAML document, checked up front with every problem named.
+(docs/papers/consolidation.md) as one YAML document, checked up front with every problem named.
 
 The points are the product of the cap pairs, Sys_Const's users, Sys_Inc's users, Sys_Inc's
 indices of dispersion, CTP off/on, the simulator's schedulers (one "scheduler" in the lab) and
@@ -17,7 +17,7 @@ from pydantic import Field, ValidationError
 from quell.core.files import load_yaml
 from quell.core.schema import Name, StrictModel, validation_problems
 from quell.errors import InputError, Problem
-from quell.scenario.consolidation import ConsolidationPoint, SystemLoad
+from quell.studies.consolidation.point import ConsolidationPoint, SystemLoad
 
 Env = Literal["lab", "sim"]
 SchedulerName = Literal["fluid", "quantum"]
@@ -39,7 +39,7 @@ def _quantum_only() -> list[SchedulerName]:
 
 
 class SimSettings(StrictModel):
-    """The simulator's own settings (quell.sim.consolidation); the lab ignores them."""
+    """The simulator's own settings (quell.studies.consolidation.sim); the lab ignores them."""
 
     schedulers: Annotated[list[SchedulerName], Field(min_length=1, max_length=2)] = Field(
         default_factory=_quantum_only

@@ -5,21 +5,31 @@ machine steal exceeds the bound is measured again (``least_stolen``, as ``lab co
 
 Afterwards ``collect`` turns the measurements into the study's record: the spec and every
 point, each system's 0.1 s CPU series kept as histograms at 0.1 s and 2 s (the seed's Fig. 3
-and 5 sample every 2 s): what the results page and its figures are drawn from."""
+and 5 sample every 2 s): what the results page and its figures are drawn from.
+``ConsolidationCampaign`` is all of it as ``quell study consolidation`` runs it: the points,
+the record, its figures and each curve's shape."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from quell.core.files import load_json, write_json
-from quell.errors import InputError, PrerequisiteError, Problem
+from quell.errors import InputError, Problem
 from quell.experiment.run import least_stolen
-from quell.report.consolidation import FORMAT, VERSION, histograms
-from quell.scenario.consolidation import ConsolidationMeasurement
-from quell.studies.consolidation.spec import Env, PlannedPoint, SimSettings, Study
+from quell.studies.consolidation.point import ConsolidationMeasurement
+from quell.studies.consolidation.results import (
+    FORMAT,
+    VERSION,
+    curves,
+    histograms,
+    shape,
+    write_figures,
+)
+from quell.studies.consolidation.spec import Env, PlannedPoint, SimSettings, Study, load_study
 
 MeasureFn = Callable[[PlannedPoint, Path], ConsolidationMeasurement]
 ProgressFn = Callable[[int, str], None]
@@ -30,8 +40,8 @@ STEAL_ATTEMPTS = 3
 
 
 def sim_measure(settings: SimSettings) -> MeasureFn:
-    """Points measured by ``quell.sim.consolidation.simulate_point`` with ``settings``."""
-    from quell.sim.consolidation import Costs, simulate_point
+    """Points measured by ``quell.studies.consolidation.sim.simulate_point`` with ``settings``."""
+    from quell.studies.consolidation.sim import Costs, simulate_point
 
     costs = Costs(
         light_seconds=settings.light_cpu_seconds, heavy_seconds=settings.heavy_cpu_seconds
@@ -53,16 +63,9 @@ def sim_measure(settings: SimSettings) -> MeasureFn:
 
 
 def lab_measure() -> MeasureFn:
-    """Points measured in the lab by ``quell.lab.consolidation.measure_point`` (the lab half of
-    the study), each measured again while the machine's steal spoils it."""
-    try:
-        from quell.lab import consolidation as lab  # type: ignore[attr-defined,unused-ignore]
-    except ImportError:
-        raise PrerequisiteError(
-            "quell.lab.consolidation (the consolidation lab: PostgreSQL tiers on a capped core)"
-            " is not part of this quell",
-            "quell study consolidation --env lab",
-        ) from None
+    """Points measured in the lab by ``quell.studies.consolidation.lab.measure_point`` (the lab
+    half of the study), each measured again while the machine's steal spoils it."""
+    from quell.studies.consolidation import lab
 
     def measure(planned: PlannedPoint, run_dir: Path) -> ConsolidationMeasurement:
         attempt = 0
@@ -70,10 +73,7 @@ def lab_measure() -> MeasureFn:
         def once() -> ConsolidationMeasurement:
             nonlocal attempt
             attempt += 1
-            got: ConsolidationMeasurement = lab.measure_point(
-                planned.point, run_dir / f"attempt{attempt}"
-            )
-            return got
+            return lab.measure_point(planned.point, run_dir / f"attempt{attempt}")
 
         kept, over = least_stolen(once, lambda m: m.steal_pct, MAX_STEAL_PCT, STEAL_ATTEMPTS)
         if not over:
@@ -176,3 +176,90 @@ def collect(
         "spec": study.spec.model_dump(mode="json"),
         "points": points,
     }
+
+
+@dataclasses.dataclass(frozen=True)
+class CurveShape:
+    """One curve of a study (two points or more) as ``results.shape`` reads it."""
+
+    curve: str
+    base_rt_s: float
+    peak_rt_s: float
+    peak_inc_users: int
+    last_rt_s: float
+    degradation: float
+    non_monotonic: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class StudyRun:
+    """What a campaign wrote and found."""
+
+    name: str
+    env: Env
+    runs_dir: Path
+    record: Path
+    figures: list[Path]
+    points: int
+    curves: list[CurveShape]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "env": self.env,
+            "runs_dir": str(self.runs_dir),
+            "record": str(self.record),
+            "figures": [str(f) for f in self.figures],
+            "points": self.points,
+            "curves": [dataclasses.asdict(c) for c in self.curves],
+        }
+
+
+class ConsolidationCampaign:
+    """The study of the spec at ``spec_path`` in ``env`` (lab or sim), its points' runs under
+    ``runs_dir`` (default ``runs/consolidation/<name>``). Everything is checked when it is
+    made, so a refusal comes before any point runs."""
+
+    def __init__(self, spec_path: Path, env: str, runs_dir: Path | None = None) -> None:
+        if env not in ("lab", "sim"):
+            raise InputError("--env", [Problem("--env", f"{env!r}: choose lab or sim")])
+        self.study = load_study(spec_path)
+        self.env: Env = "lab" if env == "lab" else "sim"
+        self.measure = lab_measure() if self.env == "lab" else sim_measure(self.study.spec.sim)
+        self.runs_dir = runs_dir or Path("runs") / "consolidation" / self.study.spec.name
+        self.points = len(self.study.points(self.env))
+
+    def run(self, progress: ProgressFn = lambda done, what: None) -> StudyRun:
+        """Every point (read back if measured), then the record
+        (``<runs_dir>/record/<name>-<env>.json``) and its figures (``<runs_dir>/figures/``)."""
+        measured = run_study(self.study, self.env, self.runs_dir, self.measure, progress)
+        record = collect(self.study, self.env, measured)
+        data_dir = self.runs_dir / "record"
+        record_path = data_dir / f"{self.study.spec.name}-{self.env}.json"
+        write_record(record_path, record)
+        figures = write_figures(data_dir, self.runs_dir / "figures")
+        shapes = []
+        for c, cells in curves(record).items():
+            if len(cells) < 2:
+                continue
+            sh = shape(cells)
+            shapes.append(
+                CurveShape(
+                    c.name(),
+                    sh.base_s,
+                    sh.peak_s,
+                    sh.peak_at,
+                    sh.last_s,
+                    sh.degradation,
+                    sh.non_monotonic,
+                )
+            )
+        return StudyRun(
+            self.study.spec.name,
+            self.env,
+            self.runs_dir,
+            record_path,
+            figures,
+            len(measured),
+            shapes,
+        )

@@ -1,3 +1,3 @@
-"""PRIMA's profile: measure cells of utilisation × interference in the lab or the simulator,
-build the model bundle from them (``profile``) and measure it on held-out points
-(``validate``)."""
+"""PRIMA's study: measure cells of utilisation × interference in the lab or the simulator,
+build the model bundle from them (``profile``), measure it on held-out points (``validate``)
+and write the results page from the measured runs (``results``)."""

@@ -1,4 +1,4 @@
-"""The consolidation simulator (quell.sim.consolidation) against closed-form results: exact
+"""The consolidation simulator (quell.studies.consolidation.sim) against closed-form results: exact
 mean-value analysis for one closed system, Little's law on each system, the quantum scheduler
 tending to the fluid one as its quantum shrinks, a 50 % cap holding, and repeatability."""
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from quell.errors import InputError
-from quell.scenario.consolidation import ConsolidationPoint, SystemLoad
-from quell.sim.consolidation import Costs, Tiers, simulate_point
+from quell.studies.consolidation.point import ConsolidationPoint, SystemLoad
+from quell.studies.consolidation.sim import Costs, Tiers, simulate_point
 
 WIDE = Tiers(web_workers=1000, app_workers=1000)
 """Pools no test population fills: the database core is the only queue."""

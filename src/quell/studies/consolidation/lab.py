@@ -30,7 +30,6 @@ import json
 import math
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -40,7 +39,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType, TracebackType
+from types import TracebackType
 
 import numpy as np
 
@@ -48,7 +47,19 @@ from quell.actuate.cgroup import set_cpu_cap, set_cpu_shares
 from quell.errors import ComponentError, PrerequisiteError
 from quell.lab.cgroups import Group, create_group, remove_group
 from quell.lab.cleanup import runner_record
-from quell.lab.ntier import (
+from quell.lab.process import (
+    Managed,
+    Placement,
+    Supervisor,
+    run_checked,
+    terminate_on_signals,
+)
+from quell.lab.request_log import parse_user_line
+from quell.lab.tag import RUNTIME_ROOT, RunTag
+from quell.lab.users import write_population
+from quell.signals.cgroup import CgroupLayout, detect_layout, read_cpu_usage_ns, read_throttling
+from quell.signals.procfs import CpuTimes, read_cpu_times
+from quell.studies.consolidation.ntier import (
     CLASSES,
     RESOURCES,
     FrontPaths,
@@ -59,30 +70,25 @@ from quell.lab.ntier import (
     php_fpm_argv,
     write_front,
 )
-from quell.lab.postgres import (
+from quell.studies.consolidation.point import (
+    SYSTEMS,
+    ConsolidationMeasurement,
+    ConsolidationPoint,
+    SystemMeasurement,
+)
+from quell.studies.consolidation.postgres import (
     PG_BIN,
     PG_USER,
     PgCluster,
     StatementStats,
     init_cluster,
     load_data,
+    remove_segments,
     reset_statements,
     start_cluster,
     statement_stats,
     stop_cluster,
 )
-from quell.lab.process import Managed, Placement, Supervisor, run_checked
-from quell.lab.request_log import parse_user_line
-from quell.lab.tag import RUNTIME_ROOT, RunTag
-from quell.lab.users import write_population
-from quell.scenario.consolidation import (
-    SYSTEMS,
-    ConsolidationMeasurement,
-    ConsolidationPoint,
-    SystemMeasurement,
-)
-from quell.signals.cgroup import CgroupLayout, detect_layout, read_cpu_usage_ns, read_throttling
-from quell.signals.procfs import CpuTimes, read_cpu_times
 from quell.workload.population import Population, ThinkModulation
 
 DB_CPU = 1
@@ -99,6 +105,8 @@ throttled."""
 IDLE_SHARES = 2
 """A competitor's ``cpu.shares`` at the lowest weight: it gets the core only when both tiers
 leave it (CFS still gives it a sliver while they run; at 2 against 10240, about 0.02 %)."""
+PG_DIR = "pg"
+"""The clusters' tmpfs, under the run's work directory."""
 PG_PORTS = {"const": 15433, "inc": 15434}
 WEB_PORTS = {"const": 18081, "inc": 18082}
 LB_PORTS = {"const": 18091, "inc": 18092}
@@ -156,11 +164,11 @@ class ConsolidationLab:
         self.pg_procs: dict[str, Managed] = {}
         self.front: _Front | None = None
         self.tmpfs: Path | None = None
-        self._old_handlers: dict[int, object] = {}
+        self._signals = contextlib.ExitStack()
 
     # -- bring-up and teardown ---------------------------------------------------------------
     def __enter__(self) -> ConsolidationLab:
-        self._install_signal_handlers()
+        self._signals.enter_context(terminate_on_signals())
         try:
             self.start()
         except BaseException:
@@ -176,16 +184,6 @@ class ConsolidationLab:
     ) -> None:
         self.close()
 
-    def _install_signal_handlers(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return
-
-        def handler(signum: int, frame: FrameType | None) -> None:
-            raise SystemExit(128 + signum)
-
-        for s in (signal.SIGTERM, signal.SIGHUP):
-            self._old_handlers[s] = signal.signal(s, handler)
-
     def start(self) -> None:
         preflight()
         layout = self.layout = self.layout or detect_layout()
@@ -200,7 +198,7 @@ class ConsolidationLab:
             json.dumps({"tag": self.tag.value, **runner_record(), "kind": "consolidation"})
         )
         self.status("database memory (tmpfs)")
-        pg_root = self.work / "pg"
+        pg_root = self.work / PG_DIR
         pg_root.mkdir()
         run_checked(
             ["mount", "-t", "tmpfs", "-o", f"size={TMPFS_SIZE},mode=0755", "tmpfs", str(pg_root)],
@@ -258,9 +256,7 @@ class ConsolidationLab:
             self.tmpfs = None
         if self.work.exists():
             shutil.rmtree(self.work, ignore_errors=True)
-        for s, h in self._old_handlers.items():
-            signal.signal(s, h)  # type: ignore[arg-type]
-        self._old_handlers.clear()
+        self._signals.close()
         if errors:
             raise ComponentError("consolidation lab teardown", "; ".join(errors))
 
@@ -706,6 +702,12 @@ def preflight() -> None:
         problems.append("php-fpm8.2 has no pdo_pgsql (install php8.2-pgsql: make system)")
     if problems:
         raise PrerequisiteError("the consolidation lab cannot start", "; ".join(problems))
+
+
+def remove_leftovers(work: Path) -> list[str]:
+    """What ``quell lab clean`` removes of a consolidation lab whose runner was killed, beside
+    what every lab run leaves (``quell.lab.cleanup.Cleaner``): its clusters' shared memory."""
+    return remove_segments(work / PG_DIR)
 
 
 def _listening(port: int) -> bool:

@@ -28,7 +28,7 @@ from quell.studies.prima.profile import (
 from quell.studies.prima.validate import summary, validate
 from tests.prima import bundles as sb
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SPEC = ROOT / "scenarios" / "prima" / "profile-file-lab.yaml"
 
 

@@ -1,39 +1,19 @@
-"""The oracle against hand-computed cases: λ_max of one M/G/1-PS host, the fewest hosts for a
-load, and a whole scenario whose capacities and load are known interval by interval."""
+"""The oracle on a scenario: the capacity its neighbours leave on each host, interval by
+interval, and the fewest instances for its load, worked out by hand."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import pytest
 
 from quell.errors import InputError
 from quell.scenario.model import Scenario
-from quell.sim.oracle import fewest_instances, host_capacity, max_rate_rps, run_oracle
+from quell.sim.headroom import host_capacity, run_oracle
 from tests.sim.build import LINK_BYTES_PER_S, build_scenario
 
 LINK = LINK_BYTES_PER_S
 MB = 1e6
-
-
-def test_max_rate_is_where_the_mean_response_time_reaches_the_target() -> None:
-    # (C - S / R) / S = 12.5 - 1 / 0.16 = 6.25 req/s
-    assert max_rate_rps(LINK, MB, 0.16) == pytest.approx(6.25)
-    lam = 6.25
-    assert (MB / LINK) / (1.0 - lam * MB / LINK) == pytest.approx(0.16)  # M/G/1-PS mean RT
-    # a host whose idle service time already exceeds R_th carries nothing; NaN is no host
-    assert max_rate_rps(np.array([5e6, np.nan]), MB, 0.16).tolist() == [0.0, 0.0]
-
-
-def test_fewest_instances_take_the_largest_capacities_first() -> None:
-    caps = np.tile([LINK, 7.5e6, LINK], (7, 1))  # λ_max: 6.25, 1.25, 6.25
-    rate = np.array([0.0, 6.25, 6.26, 12.5, 13.0, 13.75, 14.0])
-    count, short = fewest_instances(caps, rate, MB, 0.16)
-    assert count.tolist() == [1, 1, 2, 2, 3, 3, 3]
-    assert short.tolist() == [False] * 6 + [True]
-    count, _ = fewest_instances(caps, rate, MB, 0.16, min_instances=2)
-    assert count.tolist() == [2, 2, 2, 2, 3, 3, 3]
 
 
 def scenario(**over: Any) -> Scenario:
@@ -62,10 +42,10 @@ def test_a_scenario_interval_by_interval() -> None:
     assert o.rate_rps.tolist() == [10.0] * 4
     assert o.mean_size_bytes == MB
     assert o.capacity_bytes_per_s[:, 0].tolist() == pytest.approx([LINK, 8.75e6, 10.625e6, LINK])
+    assert o.capacity_bytes_per_s[:, 2].tolist() == [LINK] * 4
     assert o.instances.tolist() == [2, 3, 2, 2]
     assert o.instance_seconds == 90.0
     assert not o.infeasible.any()
-    assert o.to_dict()["max_instances"] == 3
 
 
 def test_unlimited_streams_leave_one_share_and_no_target_is_an_input_error() -> None:

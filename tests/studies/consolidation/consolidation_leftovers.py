@@ -6,9 +6,9 @@ from pathlib import Path
 
 from quell.lab.cgroups import list_groups
 from quell.lab.cleanup import mounts_under, tagged_pids
-from quell.lab.consolidation import LB_PORTS, PG_PORTS, WEB_PORTS, _listening
 from quell.lab.tag import PREFIX, RUNTIME_ROOT, tag_of
 from quell.signals.cgroup import detect_layout
+from quell.studies.consolidation.lab import LB_PORTS, PG_PORTS, WEB_PORTS, _listening
 
 
 def shm_ids() -> set[int]:

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from quell.cli import app
 from quell.errors import InputError
-from quell.report.prima_results import data_files, lab_section, render, validation_section
+from quell.studies.prima.results import data_files, lab_section, render, validation_section
 from tests.cli.inprocess import assert_refused, run_quell
 
 

@@ -1,20 +1,19 @@
 """``quell study consolidation``: the spec's checks, the sweep written point by point and
-resumed, the lab refused clearly while it is not part of quell, the record's histograms and
+resumed, a lab point spoiled by steal measured again, the record's histograms and
 curve shapes, and the results page in step with its data."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import sys
-import types
 from pathlib import Path
 
 import pytest
 
 from quell.errors import InputError
-from quell.report.consolidation import Cell, histograms, render, shape
-from quell.scenario.consolidation import ConsolidationMeasurement
+from quell.studies.consolidation import lab
+from quell.studies.consolidation.point import ConsolidationMeasurement
+from quell.studies.consolidation.results import Cell, histograms, render, shape
 from quell.studies.consolidation.spec import PlannedPoint, load_study
 from quell.studies.consolidation.sweep import lab_measure, run_study, sim_measure
 from tests.cli.inprocess import assert_refused, run_quell
@@ -95,15 +94,10 @@ def test_a_competitor_is_its_own_point_in_the_lab_and_refused_by_the_simulator(
         load_study(spec(tmp_path, twice))
 
 
-def test_bad_spec_and_lab_without_its_half_exit_2_with_a_message(tmp_path: Path) -> None:
+def test_a_bad_spec_or_env_exits_2_with_a_message(tmp_path: Path) -> None:
     bad = spec(tmp_path, "name: x\n")
     assert_refused(run_quell("study", "consolidation", bad), str(bad), "required key is missing")
     assert_refused(run_quell("study", "consolidation", bad, "--env", "cloud"), "choose lab or sim")
-    try:
-        import quell.lab.consolidation  # type: ignore[import-not-found,unused-ignore]  # noqa: F401
-    except ImportError:
-        outcome = run_quell("study", "consolidation", spec(tmp_path), "--env", "lab")
-        assert_refused(outcome, "quell.lab.consolidation")
 
 
 def test_the_sweep_writes_each_point_and_resumes_without_measuring_again(tmp_path: Path) -> None:
@@ -148,6 +142,20 @@ def test_the_command_writes_the_record_figures_and_json(tmp_path: Path) -> None:
     hist = record["points"][0]["systems"]["const"]["cpu_hist"]
     assert sum(hist["100ms"]) == 30 and sum(hist["2s"]) == 1
     assert all(Path(f).stat().st_size > 1000 for f in doc["figures"])
+
+
+def test_the_results_command_refuses_what_is_not_a_record_directory(tmp_path: Path) -> None:
+    out, figures = tmp_path / "page.md", tmp_path / "img"
+    missing = tmp_path / "nope"
+    args = ("--out", out, "--figures", figures)
+    refused = run_quell("study", "consolidation-results", "--data", missing, *args)
+    assert_refused(refused, str(missing), "not a directory")
+    bad = tmp_path / "records"
+    bad.mkdir()
+    (bad / "x.json").write_text(json.dumps({"format": "quell-consolidation-study"}))
+    refused = run_quell("study", "consolidation-results", "--data", bad, *args)
+    assert_refused(refused, "a record is not of a known form")
+    assert not out.exists()
 
 
 def test_histograms_count_each_sample_and_each_2s_mean() -> None:
@@ -199,12 +207,7 @@ def test_a_lab_point_spoiled_by_steal_is_measured_again(
         dirs.append(run_dir)
         return dataclasses.replace(real, env="lab", steal_pct=next(steals))
 
-    fake = types.ModuleType("quell.lab.consolidation")
-    fake.measure_point = measure_point  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "quell.lab.consolidation", fake)
-    import quell.lab
-
-    monkeypatch.setattr(quell.lab, "consolidation", fake, raising=False)
+    monkeypatch.setattr(lab, "measure_point", measure_point)
     got = lab_measure()(planned, tmp_path / "p")
     assert got.steal_pct == 1.0
     assert dirs == [tmp_path / "p" / "attempt1", tmp_path / "p" / "attempt2"]

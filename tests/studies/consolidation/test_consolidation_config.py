@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from quell.lab.cleanup import mounts_under
-from quell.lab.ntier import (
+from quell.lab.users import read_population, write_population
+from quell.studies.consolidation.ntier import (
     LIGHT_PRIORITY_CLASS,
     RESOURCES,
     FrontPaths,
@@ -22,8 +23,7 @@ from quell.lab.ntier import (
     php_fpm_config,
     write_front,
 )
-from quell.lab.postgres import PgCluster, cluster_conf, data_sql, sysv_shmids
-from quell.lab.users import read_population, write_population
+from quell.studies.consolidation.postgres import PgCluster, cluster_conf, data_sql, sysv_shmids
 from quell.workload.population import ThinkModulation
 from tests.workload.build import BASE
 

@@ -1,8 +1,8 @@
 """One point of the consolidation study (Kanemasa et al.): two n-tier systems, Sys_Const and
 Sys_Inc, whose database tiers share one core under per-system CPU caps; and what a point
-measures. The lab (``quell.lab``) and the simulator (``quell.sim``) both take a
-``ConsolidationPoint`` and return a ``ConsolidationMeasurement``; ``quell.studies.consolidation``
-sweeps points and writes the figures and the results page from the measurements.
+measures. The study's lab (``lab``) and its simulator (``sim``) both take a
+``ConsolidationPoint`` and return a ``ConsolidationMeasurement``; ``sweep`` runs the points and
+``results`` writes the figures and the results page from the measurements.
 
 The measurement is written to the point's run directory as ``measurement.json`` (and the
 0.1 s CPU series beside it), as it is taken, so a sweep resumes from the points it has."""

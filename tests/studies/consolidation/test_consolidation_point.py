@@ -8,7 +8,7 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from quell.scenario.consolidation import (
+from quell.studies.consolidation.point import (
     ConsolidationMeasurement,
     ConsolidationPoint,
     SystemLoad,

@@ -1,4 +1,4 @@
-"""The consolidation study's simulator (Kanemasa et al., docs/consolidation.md): two closed
+"""The consolidation study's simulator (Kanemasa et al., docs/papers/consolidation.md): two closed
 n-tier systems whose database tiers share one core under per-system CPU caps.
 
 Each system is a closed loop: ``users`` users think (exponential, mean ``think_time_seconds``;
@@ -45,7 +45,7 @@ from typing import Literal
 import numpy as np
 
 from quell.errors import InputError, Problem
-from quell.scenario.consolidation import (
+from quell.studies.consolidation.point import (
     SYSTEMS,
     ConsolidationMeasurement,
     ConsolidationPoint,

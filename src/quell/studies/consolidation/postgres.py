@@ -18,6 +18,7 @@ about 43 ms)."""
 from __future__ import annotations
 
 import signal
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -227,6 +228,17 @@ def sysv_shmids(root: Path) -> list[int]:
         except (OSError, IndexError, ValueError):
             continue
     return ids
+
+
+def remove_segments(root: Path) -> list[str]:
+    """Remove the System V shared memory segments of the clusters under ``root`` (a postmaster
+    killed with kill -9 leaves its segment); returns those removed ("shm 17")."""
+    removed = []
+    for shmid in sysv_shmids(root):
+        done = subprocess.run(["ipcrm", "-m", str(shmid)], capture_output=True, check=False)
+        if done.returncode == 0:
+            removed.append(f"shm {shmid}")
+    return removed
 
 
 @dataclass(frozen=True)

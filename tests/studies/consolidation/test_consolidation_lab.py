@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from quell.lab.consolidation import DB_SHARES, LB_PORTS, PERIOD_US, ConsolidationLab, _get
-from quell.lab.postgres import reset_statements, statement_stats
-from quell.scenario.consolidation import ConsolidationMeasurement, ConsolidationPoint
 from quell.signals.cgroup import detect_layout, read_cpu_cap
+from quell.studies.consolidation.lab import DB_SHARES, LB_PORTS, PERIOD_US, ConsolidationLab, _get
+from quell.studies.consolidation.point import ConsolidationMeasurement, ConsolidationPoint
+from quell.studies.consolidation.postgres import reset_statements, statement_stats
 from quell.workload.population import response_time_law_rps
-from tests.lab.consolidation_leftovers import leftovers
+from tests.studies.consolidation.consolidation_leftovers import leftovers
 
 pytestmark = pytest.mark.lab
 

@@ -1,6 +1,6 @@
 """Nothing of the consolidation lab survives it: not an interrupted bring-up, not a runner
 killed with kill -9 once ``quell lab clean`` has run (processes, cgroups, the tmpfs, the
-ports, the work files, PostgreSQL's System V segments). Each test brings a small lab up (a
+ports, the work files, PostgreSQL's System V segments, each named in what it prints). Each test brings a small lab up (a
 thousand comments: seconds)."""
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from quell.lab.cleanup import clean_leftovers
-from quell.lab.consolidation import ConsolidationLab
-from quell.lab.postgres import sysv_shmids
 from quell.lab.tag import RUNTIME_ROOT
-from tests.lab.consolidation_leftovers import leftovers, shm_ids
+from quell.studies.consolidation.lab import ConsolidationLab
+from quell.studies.consolidation.postgres import sysv_shmids
+from tests.cli.inprocess import run_quell
+from tests.studies.consolidation.consolidation_leftovers import leftovers, shm_ids
 
 pytestmark = pytest.mark.lab
 
@@ -40,7 +40,7 @@ def test_interrupted_bring_up_leaves_nothing() -> None:
 
 RUNNER = """
 import sys, time
-from quell.lab.consolidation import ConsolidationLab
+from quell.studies.consolidation.lab import ConsolidationLab
 lab = ConsolidationLab(comments_total=1000)
 lab.__enter__()
 lab.ensure_front("conservative", False)
@@ -50,7 +50,7 @@ time.sleep(60)
 
 
 def test_kill_9_then_lab_clean_leaves_nothing() -> None:
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3] / "src")}
     runner = subprocess.Popen(
         [sys.executable, "-c", RUNNER], stdout=subprocess.PIPE, text=True, env=env
     )
@@ -64,9 +64,12 @@ def test_kill_9_then_lab_clean_leaves_nothing() -> None:
         runner.send_signal(signal.SIGKILL)
         runner.wait(timeout=10)
         time.sleep(0.2)
-        clean_leftovers()
+        cleaned = run_quell("lab", "clean")
+        assert cleaned.code == 0, cleaned
         assert not any(leftovers(tag).values())
         assert not set(segments) & shm_ids()
+        for shmid in segments:
+            assert f"removed shm {shmid}\n" in cleaned.stdout
     finally:
         if runner.poll() is None:
             runner.kill()

@@ -16,7 +16,7 @@ from quell.cli import app
 from quell.models.bundle import load_bundle
 from quell.probe import severity_factor
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SPEC = """\
 name: t
 workload: file-100k
