@@ -31,7 +31,7 @@ from quell.scenario.policy import build_policy, with_policy_balancer
 from quell.signals.cgroup import detect_layout
 from quell.signals.machine import read_machine
 
-__all__ = ["attribute_lab_run", "raise_fd_limit", "run_lab", "terminate_on_signals"]
+__all__ = ["attribute_lab_run", "raise_fd_limit", "run_lab"]
 
 log = logging.getLogger(__name__)
 

@@ -487,7 +487,8 @@ def run_measurement(
 ) -> Path:
     """Measure every configuration at every rate; returns the run directory. Always tears
     down, also on SIGTERM/SIGHUP (through ``terminate_on_signals``)."""
-    from quell.experiment.lab import raise_fd_limit, terminate_on_signals
+    from quell.experiment.lab import raise_fd_limit
+    from quell.lab.process import terminate_on_signals
 
     preflight(plan)
     raise_fd_limit()
