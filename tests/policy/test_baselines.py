@@ -144,7 +144,7 @@ def test_lr_remembers_the_last_rt_of_an_instance_without_requests() -> None:
     assert weights_of(d.actions) == {"i1": 85, "i2": 256}
     for t in (30, 40):
         d = p.decide(snap(t, i1={"mean_rt_seconds": 0.3}, i2={}))
-    assert d.actions == () and p.streak.n == 2  # due: the same split, from i2's last RT
+    assert d.actions == () and p.streak.count_ == 2  # due: the same split, from i2's last RT
 
 
 def test_lr_adds_with_the_weight_in_force_so_the_new_instance_gets_load() -> None:

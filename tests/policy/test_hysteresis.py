@@ -1,4 +1,4 @@
-"""The hysteresis machines, transition by transition: the vote against a brute-force count, the
+"""The hysteresis machines, transition by transition: the streak and the vote against a brute-force count, the
 scale-in trial's pass, failure and backoff, and IC2's five-state chain on the paper's
 sequences (Section 4, Fig. 8)."""
 
@@ -14,12 +14,35 @@ from quell.policy.hysteresis import (
     MAX_TRIAL_BACKOFF,
     ChainState,
     ContextChain,
+    Streak,
     Trial,
     TrialStep,
     TwoStateChain,
     Verdict,
     Vote,
 )
+
+# -- Streak --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("wait", [0, 1, 3])
+def test_the_streak_is_due_after_w_plus_1_in_a_row_against_every_sequence(wait: int) -> None:
+    for history in itertools.product([False, True], repeat=7):
+        streak = Streak(wait)
+        for k, holds in enumerate(history):
+            due = streak.update(holds)
+            run = next((j for j in range(k, -1, -1) if not history[j]), -1)
+            assert streak.count_ == k - run
+            assert due == (k - run > wait)
+
+
+def test_a_cleared_streak_counts_again_from_nothing() -> None:
+    streak = Streak(1)
+    assert [streak.update(True) for _ in range(3)] == [False, True, True]
+    streak.clear()
+    assert streak.count_ == 0
+    assert [streak.update(True) for _ in range(2)] == [False, True]
+
 
 # -- Vote ----------------------------------------------------------------------------------------
 

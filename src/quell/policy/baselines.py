@@ -24,6 +24,7 @@ from quell.errors import InputError, Problem
 from quell.models.bundle import load_bundle
 from quell.policy.context import PolicyContext, parse_params
 from quell.policy.fleet import Fleet
+from quell.policy.hysteresis import Streak
 from quell.policy.weights import MAX_WEIGHT, proportional_weights
 from quell.probe import ProbeTable, SeverityEstimator
 
@@ -72,21 +73,6 @@ class _ThresholdParams(_WaitParams):
         if upper is not None and v >= upper:
             raise ValueError(f"must be below scale_out_util_pct ({upper})")
         return v
-
-
-class Streak:
-    """Counts consecutive intervals a condition held; due once it held ``wait + 1`` of them."""
-
-    def __init__(self, wait: int) -> None:
-        self.wait = wait
-        self.n = 0
-
-    def update(self, holds: bool) -> bool:
-        self.n = self.n + 1 if holds else 0
-        return self.n > self.wait
-
-    def reset(self) -> None:
-        self.n = 0
 
 
 def equal_weights(ids: Iterable[str]) -> dict[str, int]:
@@ -189,14 +175,16 @@ class _LeastFirstPolicy(ABC):
             "target_rt_s": self.target_rt_s,
             "mean_rt_s": rt,
             "violating": violating,
-            "intervals": self.streak.n,
+            "intervals": self.streak.count_,
             self.score_name: {i: scores.get(i) for i in active},
             **self.fleet.describe(),
         }
-        where = f"mean RT above R_th = {self.target_rt_s * 1e3:g} ms for {self.streak.n} intervals"
+        where = (
+            f"mean RT above R_th = {self.target_rt_s * 1e3:g} ms for {self.streak.count_} intervals"
+        )
         if len(violating) == len(active) and not self.fleet.pending_add and self.fleet.can_add():
             add = self.fleet.add(self._new_weight())
-            self.streak.reset()
+            self.streak.clear()
             reason = (
                 f"{self.name}: every active instance has its {where}; "
                 f"adding {add.instance_id} on {add.host}"
@@ -212,7 +200,7 @@ class _LeastFirstPolicy(ABC):
         actions = self.fleet.reweight(weights)
         if not actions:
             return Decision()
-        self.streak.reset()
+        self.streak.clear()
         total = sum(scores[i] for i in active)
         detail |= {f"{self.score_name}_total": total, "shares": shares, "weights": weights}
         reason = (
@@ -347,17 +335,17 @@ class ThresholdPolicy:
             actions.append(add)
             why = (
                 f"mean utilisation {mean:.1f} % above {self.upper:g} % "
-                f"for {self.hot.n} intervals; adding {add.instance_id} on {add.host}"
+                f"for {self.hot.count_} intervals; adding {add.instance_id} on {add.host}"
             )
-            self.hot.reset()
+            self.hot.clear()
         elif cold and not fleet.pending_add and fleet.can_remove():
             newest = fleet.active[-1]
             actions.append(fleet.remove(newest))
             why = (
-                f"mean utilisation {mean:.1f} % below {self.lower:g} % for {self.cold.n} "
+                f"mean utilisation {mean:.1f} % below {self.lower:g} % for {self.cold.count_} "
                 f"intervals, {after_in:.1f} % without one instance; removing {newest}"
             )
-            self.cold.reset()
+            self.cold.clear()
         weights = equal_weights(fleet.active)
         reweights = fleet.reweight(weights)
         if reweights:
@@ -375,7 +363,6 @@ __all__ = [
     "LeastResponsePolicy",
     "LeastSeverityPolicy",
     "RoundRobinPolicy",
-    "Streak",
     "ThresholdPolicy",
     "equal_weights",
     "least_first_shares",

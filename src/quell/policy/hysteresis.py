@@ -1,6 +1,8 @@
 """Hysteresis: small state machines that act on a condition only once it has lasted, so a
 controller does not follow one noisy interval.
 
+* ``Streak``: a condition that has held W + 1 intervals in a row (the baselines' waits: LSF's
+  and LR's before reweighting, the threshold autoscaler's before scaling).
 * ``Vote``: a condition that holds now and in W + 1 of the last 2W + 1 intervals (PRIMA's waits
   before scaling out and in).
 * ``Trial``: a scale-in trial — the instances to be kept carry the load for a few intervals
@@ -23,6 +25,25 @@ from typing import Literal
 
 MAX_TRIAL_BACKOFF = 4
 """Failed scale-in trials double the wait up to 2**this times."""
+
+
+class Streak:
+    """Whether a condition has held ``wait`` + 1 intervals in a row; one interval without it
+    starts the count again."""
+
+    def __init__(self, wait: int) -> None:
+        self.wait = wait
+        self.count_ = 0
+        """Intervals in a row the condition has held, this one included."""
+
+    def update(self, holds: bool) -> bool:
+        """Record one interval; whether the streak is due (``count_`` > W)."""
+        self.count_ = self.count_ + 1 if holds else 0
+        return self.count_ > self.wait
+
+    def clear(self) -> None:
+        """Start counting again (once the action the streak called for is taken)."""
+        self.count_ = 0
 
 
 class Vote:
