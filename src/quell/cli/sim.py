@@ -131,7 +131,9 @@ def sim_compare(
     With --seeds N, every seed's comparison is written as it finishes (seed-S/comparison.json)."""
     from quell.cli.console import emit_json, out_console, progress_bar, say
     from quell.cli.startup import loading
+    from quell.core.extras import require
 
+    require(["numba", "matplotlib"], "quell sim compare: the runs, the comparison page", "sim")
     with loading():
         from quell.experiment.compare import COMPARISON_FILE, compare_seeds_in_sim, policy_runs
         from quell.report.seeds import print_seed_summary
