@@ -80,12 +80,13 @@ COMPARE_COLUMNS: tuple[tuple[str, str, str], ...] = (
 
 def print_comparison(doc: dict[str, Any], console: Console) -> None:
     from rich.markup import escape
-    from rich.table import Table
+
+    from quell.report.fit import FitTable
 
     target = doc.get("target_rt_s")
     name = escape(doc["scenario"])
     title = f"{name}: target mean RT {target * 1e3:g} ms" if target else name
-    table = Table(title=title, title_justify="left")
+    table = FitTable(title=title, title_justify="left")
     for header, _, fmt in COMPARE_COLUMNS:
         table.add_column(header, justify="left" if fmt == "s" else "right")
     for row in doc["policies"]:
