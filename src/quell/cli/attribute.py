@@ -203,9 +203,9 @@ def _print_scores(
     goals: dict[str, bool | None],
 ) -> None:
     from rich.markup import escape
-    from rich.table import Table
 
     from quell.cli.console import out_console
+    from quell.report.fit import FitTable as Table
 
     table = Table(title=escape(title), title_justify="left")
     for h in ("model", "R²", "MAE ms", "RMSE ms", "95 % coverage", "fit s"):
@@ -269,9 +269,9 @@ def _print_floor(floor: dict[str, Any] | None) -> None:
 
 def _print_agreement(rows: list[dict[str, Any]]) -> None:
     from rich.markup import escape
-    from rich.table import Table
 
     from quell.cli.console import out_console
+    from quell.report.fit import FitTable as Table
 
     if not rows:
         return
@@ -292,10 +292,10 @@ def _print_agreement(rows: list[dict[str, Any]]) -> None:
 
 def _print_runs(rows: list[tuple[str, dict[str, Any]]]) -> None:
     from rich.markup import escape
-    from rich.table import Table
 
     from quell.cli.console import out_console
     from quell.report.attribution import SUMMARY_COLUMNS, summary_cells
+    from quell.report.fit import FitTable as Table
 
     table = Table(title="latency and its provider part (ms)", title_justify="left")
     table.add_column("run", overflow="fold")
@@ -686,9 +686,8 @@ def _rqsplit_command(
 
 
 def _print_rqsplit(threads: list[tuple[Any, str | None]], span: float, target: int) -> None:
-    from rich.table import Table
-
     from quell.cli.console import out_console
+    from quell.report.fit import FitTable as Table
 
     table = Table(
         title=f"run-queue wait of process {target} over {span:.1f} s, by who held the CPU"

@@ -52,9 +52,9 @@ other a format spec; a missing or ``None`` value shows as -."""
 
 def _print_rows(title: str, cols: Columns, rows: list[dict[str, Any]]) -> None:
     from rich.markup import escape
-    from rich.table import Table
 
     from quell.cli.console import out_console
+    from quell.report.fit import FitTable as Table
 
     table = Table(title=escape(title), title_justify="left")
     for header, _, fmt in cols:
@@ -105,7 +105,7 @@ def ic2_train(
         trainer.progress = bar
         bundle = trainer.train()
     phases = bundle.data.training.phases
-    from rich.table import Table
+    from quell.report.fit import FitTable as Table
 
     table = Table(title=f"{campaign.spec.name}: detector in {out / 'detector.json'}")
     for col in ("phase", "collected", "trained on", "NI", "T", "I"):
@@ -298,9 +298,9 @@ def ic2_sweep(
     Fig. 2 and 3): the mean response time at each value and the best one per condition.
     Resumable with the same --out; writes sweep.json and sweep.png there."""
     from rich.markup import escape
-    from rich.table import Table
 
     from quell.cli.console import emit_json, out_console, progress_bar, say
+    from quell.report.fit import FitTable as Table
     from quell.report.ic2_results import sweep_cell_ms
     from quell.studies.ic2.sweep import Sweeper, load_sweep, plot
 

@@ -61,9 +61,9 @@ def prediction_document(model: MulticoreModel, rates: list[float]) -> dict[str, 
 
 def _print_prediction(doc: dict[str, Any]) -> None:
     from rich.markup import escape
-    from rich.table import Table
 
     from quell.cli.console import out_console
+    from quell.report.fit import FitTable as Table
 
     m = doc["model"]
     table = Table(
@@ -206,9 +206,9 @@ def fit(
     """Estimate μ1, p and μ2 from a lab run, blind-predict the other configuration, and write
     a report (PNG + HTML) into RUN_DIR/report."""
     from rich.markup import escape
-    from rich.table import Table
 
     from quell.cli.console import out_console, say
+    from quell.report.fit import FitTable as Table
     from quell.studies.multicore.report import error_rows, fit_document, fit_run, write_report
 
     est, results, _ = fit_run(run_dir, fit_config, _discipline(discipline))

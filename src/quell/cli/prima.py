@@ -116,9 +116,8 @@ def profile(
 ) -> None:
     """Train the probe, measure U × interference cells, write OUT/bundle.json. Resumable: cells
     already in OUT/cells.jsonl are not measured again."""
-    from rich.table import Table
-
     from quell.cli.console import out_console
+    from quell.report.fit import FitTable as Table
     from quell.studies.prima.profile import Profiler, cell_runner, load_profile_spec
     from quell.studies.prima.validate import scatter
 
@@ -183,11 +182,10 @@ def validate_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Measure the spec's held-out points and compare them with RTM and IM (like Table II)."""
-    from rich.table import Table
-
     from quell.cli.console import out_console
     from quell.errors import InputError, Problem
     from quell.models.bundle import load_bundle
+    from quell.report.fit import FitTable as Table
     from quell.studies.prima.profile import Profiler, cell_runner, load_profile_spec
     from quell.studies.prima.validate import summary, validate
 
