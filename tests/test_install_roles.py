@@ -68,34 +68,17 @@ def product_path(root: Path) -> dict[str, Any]:
     import quell.cli
     import quell.live.agent
     from quell.core.clock import VirtualClock
-    from quell.live.config import LiveConfig, parse_config
     from quell.live.controller import Controller, policy_context
     from quell.live.environment import LiveEnvironment
     from quell.live.prometheus import PrometheusClient
     from quell.policy import BALANCER_OF, POLICIES, build_policy
     from quell.signals.haproxy_log import LoggedRequest
     from quell.store.run import RunStore
-    from tests.live.fakes import FakeLog, FakeRuntime, fake_prometheus
+    from tests.live.fakes import FakeLog, FakeRuntime, fake_prometheus, live_config
 
     decided: dict[str, list[str]] = {}
     with fake_prometheus() as prom:
-        doc = {
-            "interval_s": 1.0,
-            "target_rt_s": 0.014,
-            "prometheus": {"url": prom.url, "scrape_interval_s": 0.5},
-            "haproxy": {"socket": "/x/haproxy.sock", "backend": "be", "log_socket": "/x/l.sock"},
-            "instances": [
-                {"id": "a", "host": "h1"},
-                {"id": "b", "host": "h2"},
-                {"id": "h2s1", "host": "h2", "slot": True},
-            ],
-            "policy": {"name": "rr"},
-            "probe_period_s": 1.0,
-            "probe_size_bytes": 500000,
-            "host_link_mbit": {"h1": 100.0, "h2": 100.0},
-            "scaling": {"min_instances": 1, "max_instances": 3},
-        }
-        cfg = parse_config(LiveConfig, doc, "<roles>")
+        cfg = live_config(prom.url, target_rt_s=0.014, probe_size_bytes=500000)
         for k, name in enumerate(POLICIES):
             ctx = replace(
                 policy_context(cfg, root), lb_algorithm=BALANCER_OF.get(name, "roundrobin")
