@@ -36,14 +36,17 @@ class InputError(QuellError):
 
 
 class PrerequisiteError(QuellError):
-    """Something the machine must provide is missing (root, a binary, a kernel feature)."""
+    """Something the machine must provide is missing (root, a binary, a kernel feature, an
+    extra of quell's install); ``hint`` says how to provide it."""
 
     exit_code = 2
 
-    def __init__(self, what: str, needed_for: str) -> None:
+    def __init__(self, what: str, needed_for: str, hint: str | None = None) -> None:
         self.what = what
         self.needed_for = needed_for
-        super().__init__(f"{what} (needed for {needed_for})")
+        self.hint = hint
+        how = f": {hint}" if hint else ""
+        super().__init__(f"{what} (needed for {needed_for}){how}")
 
 
 class ComponentError(QuellError):

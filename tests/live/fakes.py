@@ -16,6 +16,7 @@ from urllib.parse import parse_qs
 
 from quell.actuate.haproxy import HAProxyRuntime
 from quell.errors import ComponentError
+from quell.live.config import LiveConfig, parse_config
 from quell.signals.haproxy import ServerStat
 
 RECORDED = Path(__file__).resolve().parents[1] / "fixtures" / "live" / "prometheus-queries.json"
@@ -152,3 +153,25 @@ class FakeLog:
 
     def close(self) -> None:
         pass
+
+
+def live_config(url: str, **more: Any) -> LiveConfig:
+    """A controller's config over a Prometheus at ``url``: instances ``a`` (host h1) and
+    ``b`` (h2) serving, a slot ``h2s1`` on h2, round robin, a 1 s probe; ``more`` replaces
+    top-level keys."""
+    doc: dict[str, Any] = {
+        "interval_s": 1.0,
+        "prometheus": {"url": url, "scrape_interval_s": 0.5},
+        "haproxy": {"socket": "/x/haproxy.sock", "backend": "be", "log_socket": "/x/log.sock"},
+        "instances": [
+            {"id": "a", "host": "h1"},
+            {"id": "b", "host": "h2"},
+            {"id": "h2s1", "host": "h2", "slot": True},
+        ],
+        "policy": {"name": "rr"},
+        "probe_period_s": 1.0,
+        "host_link_mbit": {"h1": 100.0, "h2": 100.0},
+        "scaling": {"min_instances": 1, "max_instances": 3},
+        **more,
+    }
+    return parse_config(LiveConfig, doc, "<test>")

@@ -15,33 +15,20 @@ import pytest
 from quell.core.action import AddInstance, Decision, SetWeight
 from quell.core.clock import VirtualClock
 from quell.core.observation import Snapshot
-from quell.live.config import LiveConfig, parse_config
 from quell.live.controller import Controller
 from quell.live.environment import LiveEnvironment
 from quell.live.prometheus import PrometheusClient
 from quell.probe.severity import PROBE_KEY
 from quell.signals.haproxy_log import LoggedRequest
 from quell.store.run import RunStore
-from tests.live.fakes import RECORDED, FakeLog, FakePrometheus, FakeRuntime, fake_prometheus
-
-
-def config(url: str, **more: Any) -> LiveConfig:
-    doc: dict[str, Any] = {
-        "interval_s": 1.0,
-        "prometheus": {"url": url, "scrape_interval_s": 0.5},
-        "haproxy": {"socket": "/x/haproxy.sock", "backend": "be", "log_socket": "/x/log.sock"},
-        "instances": [
-            {"id": "a", "host": "h1"},
-            {"id": "b", "host": "h2"},
-            {"id": "h2s1", "host": "h2", "slot": True},
-        ],
-        "policy": {"name": "rr"},
-        "probe_period_s": 1.0,
-        "host_link_mbit": {"h1": 100.0, "h2": 100.0},
-        "scaling": {"min_instances": 1, "max_instances": 3},
-        **more,
-    }
-    return parse_config(LiveConfig, doc, "<test>")
+from tests.live.fakes import (
+    RECORDED,
+    FakeLog,
+    FakePrometheus,
+    FakeRuntime,
+    fake_prometheus,
+    live_config,
+)
 
 
 class Wants:
@@ -72,7 +59,7 @@ def _close_rigs() -> Iterator[None]:
 class Rig:
     def __init__(self, prom: FakePrometheus, run_dir: Path, policy: Any, apply: bool) -> None:
         self.prom = prom
-        self.cfg = config(prom.url)
+        self.cfg = live_config(prom.url)
         self.runtime = FakeRuntime({"a": "ready", "b": "ready", "h2s1": "maint"})
         self.log = FakeLog()
         self.clock = VirtualClock()
@@ -334,7 +321,7 @@ def test_ic2_runs_live_on_what_the_live_environment_observes(
         "php_max_children": 8,
         "threads_per_child": 8,
     }
-    cfg = config(prom.url, policy={"name": "ic2", "params": params})
+    cfg = live_config(prom.url, policy={"name": "ic2", "params": params})
     policy = make_policy(cfg, root / "scenarios" / "ic2")
     rig = Rig(prom, tmp_path, policy, apply=False)
     rig.start()
@@ -352,7 +339,7 @@ def test_closing_the_environment_closes_the_prometheus_client_it_was_given(
 ) -> None:
     http = httpx.Client(timeout=2.0, trust_env=False)
     env = LiveEnvironment(
-        config(prom.url), PrometheusClient(prom.url, client=http), FakeRuntime({"a": "ready"})
+        live_config(prom.url), PrometheusClient(prom.url, client=http), FakeRuntime({"a": "ready"})
     )
     env.close()  # never started: its connections go all the same
     assert http.is_closed

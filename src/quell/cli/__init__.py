@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import sys
 from collections.abc import Sequence
 
 import typer
@@ -48,6 +49,34 @@ app.command("replay")(replay_command)
 app.command("reference", hidden=True)(reference_command)
 
 
+ROLE_EXTRA: dict[str, str] = {
+    "lab": "lab",
+    "sim": "sim",
+    "live": "plots",
+    "prima": "research",
+    "ic2": "research",
+    "model": "research",
+    "study": "research",
+    "attribute": "research",
+}
+"""Command group → the extra of its role, named first when it provides a missing module."""
+
+
+def command_words(args: Sequence[str]) -> list[str]:
+    """The command and subcommand names at the start of ``args`` (``["sim", "run"]``)."""
+    from typer.main import get_command
+
+    command: object = get_command(app)
+    words: list[str] = []
+    for arg in args:
+        sub = getattr(command, "commands", {})  # a group's; typer's click is its own copy
+        if arg not in sub:
+            break
+        command = sub[arg]
+        words.append(arg)
+    return words
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the command line on ``argv`` (default: the process's own arguments) and exit with
     its code: 0, 2 for bad input (``QuellError.exit_code``), 130 when interrupted."""
@@ -60,6 +89,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     except QuellError as exc:
         error(str(exc))
         raise SystemExit(exc.exit_code) from None
+    except ModuleNotFoundError as exc:  # an extra this install left out (quell.core.extras)
+        from quell.core.extras import missing_extra
+
+        words = command_words(sys.argv[1:] if argv is None else argv)
+        role = ROLE_EXTRA.get(words[0]) if words else None
+        prereq = missing_extra(exc, " ".join(["quell", *words]), role)
+        if prereq is None:
+            raise
+        error(str(prereq))
+        raise SystemExit(prereq.exit_code) from None
     except KeyboardInterrupt:
         say("interrupted")
         raise SystemExit(130) from None

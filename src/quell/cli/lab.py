@@ -75,12 +75,14 @@ def lab_compare(
     N, all of that N times, each repeat's comparison written as it finishes, then per phase
     each policy's mean ± sd over the repeats and its paired difference from the first."""
     from quell.cli.console import emit_json, out_console, progress_bar, say
+    from quell.core.extras import require
     from quell.experiment.compare import compare_in_lab, compare_repeats_in_lab
     from quell.report.compare import compare_table
     from quell.report.repeats import print_repeat_summary
     from quell.scenario import load_scenario
 
     scenario = load_scenario(path)
+    require(["matplotlib"], "quell lab compare: each run's report, the comparison page", "lab")
 
     def refused(key: str, run_dir: Path) -> None:
         say(

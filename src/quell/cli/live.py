@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from quell.cli.options import JsonOpt
+
+if TYPE_CHECKING:
+    from quell.live.config import LiveConfig
+    from quell.live.controller import PlotCache
 
 live_app = typer.Typer(help="Run a policy against your own HAProxy fleet (agents + Prometheus).")
 
@@ -83,11 +87,7 @@ def live_run(
     try:
         env.start()
         if cfg.listen is not None:
-            from quell.live.controller import PlotCache
-            from quell.report.live_plots import write_live_plots
-
-            cache = PlotCache(lambda: write_live_plots(out, out / "plots", cfg.target_rt_s))
-            server = serve(cfg.listen.addr, cfg.listen.port, ctl.metrics, out, cache)
+            server = serve(cfg.listen.addr, cfg.listen.port, ctl.metrics, out, _plots(out, cfg))
         mode = "applying" if apply else "dry run (nothing is changed; --apply to act)"
         how = f"resumed ({ctl.replayed} snapshots replayed to the policy)" if resumed else "new"
         say(f"live {cfg.name}: {policy.name}, {mode}; {how} run {out}")
@@ -115,3 +115,18 @@ def live_run(
     say(f"{ticks} intervals, {len(decisions)} decisions logged ({holds} holds) in {out}")
     if as_json:
         emit_json(summary)
+
+
+def _plots(run_dir: Path, cfg: LiveConfig) -> PlotCache | None:
+    """The page's plots, or none (said once) where matplotlib is not installed."""
+    from quell.cli.console import say
+    from quell.core.extras import installed, missing
+    from quell.live.controller import PlotCache
+
+    if not installed("matplotlib"):
+        prereq = missing(["matplotlib"], "the plots of the controller's page", "plots")
+        say(f"the page shows no plots: {prereq}", style="yellow")
+        return None
+    from quell.report.live_plots import write_live_plots
+
+    return PlotCache(lambda: write_live_plots(run_dir, run_dir / "plots", cfg.target_rt_s))

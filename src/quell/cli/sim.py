@@ -80,12 +80,13 @@ COMPARE_COLUMNS: tuple[tuple[str, str, str], ...] = (
 
 def print_comparison(doc: dict[str, Any], console: Console) -> None:
     from rich.markup import escape
-    from rich.table import Table
+
+    from quell.report.fit import FitTable
 
     target = doc.get("target_rt_s")
     name = escape(doc["scenario"])
     title = f"{name}: target mean RT {target * 1e3:g} ms" if target else name
-    table = Table(title=title, title_justify="left")
+    table = FitTable(title=title, title_justify="left")
     for header, _, fmt in COMPARE_COLUMNS:
         table.add_column(header, justify="left" if fmt == "s" else "right")
     for row in doc["policies"]:
@@ -131,7 +132,9 @@ def sim_compare(
     With --seeds N, every seed's comparison is written as it finishes (seed-S/comparison.json)."""
     from quell.cli.console import emit_json, out_console, progress_bar, say
     from quell.cli.startup import loading
+    from quell.core.extras import require
 
+    require(["numba", "matplotlib"], "quell sim compare: the runs, the comparison page", "sim")
     with loading():
         from quell.experiment.compare import COMPARISON_FILE, compare_seeds_in_sim, policy_runs
         from quell.report.seeds import print_seed_summary

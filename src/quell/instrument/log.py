@@ -10,11 +10,14 @@ version, record size, capacity, pid, thread id, the writer index ``count``, sequ
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from quell.errors import QuellError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 MAGIC = b"QTLOG\x00\x00\x01"
 VERSION = 1
@@ -123,6 +126,8 @@ def read_log(path: Path) -> np.ndarray:
 
 
 def _frame(recs: np.ndarray) -> pd.DataFrame:
+    import pandas as pd  # the lab extra's: only runs with instrumented instances read records
+
     cols: dict[str, object] = {}
     for name in COLUMNS:
         if name == "request_class":
@@ -138,6 +143,8 @@ def _frame(recs: np.ndarray) -> pd.DataFrame:
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
+    import pandas as pd
+
     try:
         df = pd.read_csv(path, dtype={"request_class": str}, keep_default_na=False)
     except (OSError, ValueError, EOFError) as exc:

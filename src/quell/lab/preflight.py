@@ -143,6 +143,10 @@ def preflight(
         raise PrerequisiteError(
             "the lab must run as root", "network namespaces, cgroups, tc and HAProxy"
         )
+    if any(inst.instrument for inst in scenario.instances):
+        from quell.core.extras import require
+
+        require(["pandas"], "instrument: true: the per-request records of a lab run", "lab")
     if scenario.attribution is not None and scenario.attribution.ebpf:
         from quell.instrument import bpf
 

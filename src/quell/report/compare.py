@@ -33,10 +33,10 @@ from typing import Any
 
 import numpy as np
 from rich.console import Console
-from rich.table import Table
 
 from quell.core.action import SCALING_TYPES, AddInstance
 from quell.core.observation import STEAL_SUSPECT_PCT
+from quell.report.fit import FitTable
 from quell.scenario.model import Scenario
 from quell.store.run import RunStore
 
@@ -144,7 +144,7 @@ def compare_table(
     title = f"{result['scenario']}: worst instance mean RT per phase, settled"
     if target is not None:
         title += f" (R_th = {target * 1e3:.0f} ms; * = above)"
-    t = Table(title=title)
+    t = FitTable(title=title)
     t.add_column("policy")
     names = list(result["policies"])
     phases = [p["phase"] for p in result["policies"][names[0]]["phases"]]
@@ -177,7 +177,7 @@ def compare_table(
     console.print(t)
     every = every_request_rows(result)
     if every is not None:
-        e = Table(title="every answered request in the settled window: mean / p95 ms")
+        e = FitTable(title="every answered request in the settled window: mean / p95 ms")
         e.add_column("policy")
         for ph in phases:
             e.add_column(ph, justify="right")

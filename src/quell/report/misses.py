@@ -362,9 +362,10 @@ def run_miss_breakdown(run_dir: Path) -> tuple[str, MissBreakdown]:
 def print_breakdown(name: str, b: MissBreakdown, console: Console) -> None:
     """The breakdown as a table and, where the run says it, what no policy could have avoided."""
     from rich.markup import escape
-    from rich.table import Table
 
-    table = Table(
+    from quell.report.fit import FitTable
+
+    table = FitTable(
         title=f"{escape(name)}: {b.misses:,} of {b.served:,} served instance-intervals above "
         f"R_th ({b.target_rt_s * 1e3:g} ms)",
         title_justify="left",

@@ -22,8 +22,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
+from quell.report.fit import FitTable
 from quell.report.seeds import spread
 
 FIGURES = ("worst_mean_rt_s", "all_mean_rt_s", "all_p95_rt_s")
@@ -150,12 +150,13 @@ def print_repeat_summary(
     scenario: str, rows: Sequence[Mapping[str, Any]], console: Console
 ) -> None:
     """The worst instance's mean and every request's mean per policy and phase (the 95th
-    percentiles are in the JSON and on the results page), compact enough for 80 columns."""
+    percentiles are in the JSON and on the results page)."""
     n = rows[0]["phases"][0]["repeats"] if rows and rows[0]["phases"] else 0
     first = rows[0]["policy"] if rows else ""
-    table = Table(
+    table = FitTable(
         title=f"{scenario}, {n} repeats: mean±sd ms; vs {first}: paired, mean±se",
         title_justify="left",
+        together=(5, 7),  # each difference beside its figure
     )
     for header in ("policy", "phase", "met", "scaling", "worst", "vs", "all", "vs"):
         left = header in ("policy", "phase")

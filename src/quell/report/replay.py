@@ -39,11 +39,12 @@ def headline(doc: Mapping[str, Any]) -> str:
 
 def print_replay(doc: Mapping[str, Any], console: Console) -> None:
     """The headline, the scaling actions per phase, and the intervals with any."""
-    from rich.table import Table
     from rich.text import Text  # names and reasons are printed as they are, never as markup
 
+    from quell.report.fit import FitTable
+
     console.print(headline(doc), markup=False)
-    phases = Table(
+    phases = FitTable(
         title="scaling actions per phase, over the intervals replayed", title_justify="left"
     )
     for header in ("phase", "recorded", "replayed"):
@@ -53,7 +54,7 @@ def print_replay(doc: Mapping[str, Any], console: Console) -> None:
     console.print(phases)
     if not doc["steps"]:
         return
-    steps = Table(title="intervals with a scaling action", title_justify="left")
+    steps = FitTable(title="intervals with a scaling action", title_justify="left")
     for header in ("time s", "phase", "recorded", "replayed", "replayed reason"):
         steps.add_column(header, justify="right" if header == "time s" else "left")
     for s in doc["steps"]:

@@ -14,7 +14,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
+
+from quell.report.fit import FitTable
 
 _STATS = (
     "slo_pct",
@@ -93,7 +94,10 @@ def print_seed_summary(
     scenario: str, seeds: Sequence[int], rows: Sequence[Mapping[str, Any]], console: Console
 ) -> None:
     span = f"seed {seeds[0]}" if len(seeds) == 1 else f"seeds {seeds[0]}–{seeds[-1]}"
-    table = Table(title=f"{scenario}: {span}", title_justify="left")
+    # min, max and the paired difference stay beside the figure they are of
+    table = FitTable(
+        title=f"{scenario}: {span}", title_justify="left", together=(2, 3, 4, 5, 7, 10)
+    )
     first = rows[0]["policy"] if rows else ""
     headers = (
         "policy",

@@ -7,9 +7,9 @@ from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from quell.core.observation import STEAL_SUSPECT_PCT
+from quell.report.fit import FitTable
 from quell.report.summary import INSTANCE_METRICS
 
 COLUMNS: tuple[str, ...] = (
@@ -97,7 +97,7 @@ def print_summary(summary: dict[str, Any], console: Console) -> None:
     if note is not None:
         console.print(f"[yellow]{note}[/]", highlight=False)
     for phase in summary["phases"]:
-        table = Table(title=phase_title(phase), title_justify="left")
+        table = FitTable(title=phase_title(phase), title_justify="left")
         for col in COLUMNS:
             table.add_column(col, justify="left" if col == "instance" else "right")
         for row in phase_rows(phase):
@@ -110,12 +110,12 @@ def print_summary(summary: dict[str, Any], console: Console) -> None:
         console.print(f"[yellow]{escape(str(e))}[/]", highlight=False)
 
 
-def attribution_table(attribution: dict[str, dict[str, Any]]) -> Table:
+def attribution_table(attribution: dict[str, dict[str, Any]]) -> FitTable:
     """Per instrumented instance: its requests' latency and the part attributed to the
     provider (ms), and the provider's share of the total."""
     from quell.report.attribution import SUMMARY_COLUMNS, summary_cells
 
-    table = Table(title="latency and its provider part (ms)", title_justify="left")
+    table = FitTable(title="latency and its provider part (ms)", title_justify="left")
     table.add_column("instance")
     for h, _ in SUMMARY_COLUMNS:
         table.add_column(h.replace("provider ", "prov. "), justify="right")
