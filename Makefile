@@ -41,7 +41,7 @@ python: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,plots,lab,sim,research]'
+	$(PY) -m pip install -q -e '.[dev,controller,plots,lab,sim,research]'
 	touch $(STAMP)
 
 # The per-request instrumentation: the quelltoken library (quell.instrument.token loads it),

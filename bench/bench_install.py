@@ -1,6 +1,7 @@
-"""The install by role: ``pip install <tree>`` (the agent and the controller) against ``pip install
-'<tree>[plots,sim,lab,research]'`` (every extra), each into a fresh venv of this Python, from
-PyPI (pip's own cache is used; the install time is reported, not compared).
+"""The install by role: ``pip install <tree>`` (the agent), ``pip install '<tree>[controller]'``
+(the controller, with every policy) and ``pip install '<tree>[controller,plots,sim,lab,research]'``
+(every extra), each into a fresh venv of this Python, from PyPI (pip's own cache is used; the
+install time is reported, not compared).
 
 Per venv: the bytes of its site-packages (every file, pip and setuptools included, as a venv
 has them; and without those two, what the install added), each distribution's share (the sizes
@@ -9,7 +10,8 @@ of ``quell agent --help`` beside ``python -c pass`` of the same venv: ``RUNS`` r
 warm-up, the venvs and commands taking turns, medians (with every run) and the median excess
 over the ``python -c pass`` of the same round. Checked on the way: the
 agent-only venv finds none of the extras' modules, ``quell agent --help`` and ``quell live
---help`` answer in both, and ``quell sim run`` there stops with exit 2 naming ``quell[sim]``."""
+--help`` answer in each, ``quell live run`` in the agent's venv stops with exit 2 naming
+``quell[controller]``, and ``quell sim run`` in the controller's with exit 2 naming ``quell[sim]``."""
 
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ TOP = 8
 VENV_OWN = ("pip", "setuptools")
 """Distributions a fresh venv has before anything is installed."""
 AGENT = "agent only"
+CONTROLLER = "controller"
 FULL = "every extra"
 EXTRAS_SPEC = f"[{','.join(EXTRAS)}]"
 PASS = "python -c pass"
@@ -125,7 +128,11 @@ def _wall(argv: list[str]) -> float:
 def run() -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         tree = _tree(Path(tmp) / "tree")
-        installs = {AGENT: str(tree), FULL: f"{tree}{EXTRAS_SPEC}"}
+        installs = {
+            AGENT: str(tree),
+            CONTROLLER: f"{tree}[controller]",
+            FULL: f"{tree}{EXTRAS_SPEC}",
+        }
         bins: dict[str, Path] = {}
         report: dict[str, dict[str, Any]] = {}
         for name, spec in installs.items():
@@ -153,8 +160,15 @@ def run() -> dict[str, Any]:
         ).stdout.strip()
         if found != "[]":
             raise RuntimeError(f"the agent-only venv has extras' modules: {found}")
+        live = ["quell", "live", "run", "--config", str(ROOT / "deploy/live.yaml")]
+        no_controller = _check(bins[AGENT], live, code=2)
+        if (
+            "pip install 'quell[controller]'" not in no_controller.stderr
+            or "Traceback" in no_controller.stderr
+        ):
+            raise RuntimeError(f"quell live run without numpy: {no_controller.stderr[-500:]}")
         sim = ["quell", "sim", "run", str(ROOT / "scenarios/sim-mm1.yaml"), "--runs-dir", tmp]
-        refused = _check(bins[AGENT], sim, code=2)
+        refused = _check(bins[CONTROLLER], sim, code=2)
         if "pip install 'quell[sim]'" not in refused.stderr or "Traceback" in refused.stderr:
             raise RuntimeError(f"quell sim run without numba: {refused.stderr[-500:]}")
 
@@ -181,16 +195,20 @@ def run() -> dict[str, Any]:
             ),
             "runs_s": [round(s, 3) for s in w],
         }
-    agent, full = report[AGENT], report[FULL]
+    agent, controller, full = report[AGENT], report[CONTROLLER], report[FULL]
     return {
         "runs": RUNS,
         "installs": report,
+        "controller_over_agent_bytes": round(
+            controller["installed_bytes"] / agent["installed_bytes"], 2
+        ),
         "full_over_agent_bytes": round(full["installed_bytes"] / agent["installed_bytes"], 2),
         "agent_help_excess_over_python_s": {
             name: report[name][HELP]["excess_over_python_s"] for name in report
         },
         "agent_help_median_s": {name: report[name][HELP]["median_s"] for name in report},
-        "agent_only_refuses_sim_run": refused.stderr.strip(),
+        "agent_only_refuses_live_run": no_controller.stderr.strip(),
+        "controller_refuses_sim_run": refused.stderr.strip(),
     }
 
 

@@ -1,10 +1,12 @@
-"""The agent and the controller run on ``pip install quell`` alone: in a fresh interpreter
-whose imports of every extra's modules (``quell.core.extras.EXTRAS``: matplotlib, numba,
-pandas, scikit-learn, GPy) are refused as if they were not installed, the agent and the
-controller import, every policy is built from a recorded bundle and decides three intervals in
-a dry-run controller over recorded Prometheus answers, and ``quell agent --help``, ``quell live
---help`` and ``quell live run --help`` answer. The test fails on any attempt to import an
-extra's module, caught or not, and names where it came from."""
+"""The agent runs on ``pip install quell`` alone, the controller on ``pip install
+'quell[controller]'``: in a fresh interpreter whose imports of every other extra's modules
+(``quell.core.extras.EXTRAS``: matplotlib, numba, pandas, scikit-learn, GPy) are refused as if
+they were not installed, the agent and the controller import, every policy is built from a
+recorded bundle and decides three intervals in a dry-run controller over recorded Prometheus
+answers, and ``quell agent --help``, ``quell live --help`` and ``quell live run --help``
+answer; with the controller's modules (numpy, scipy, httpx) refused as well, an agent serves
+its metrics on a recorded cgroup tree and ``quell agent --help`` answers. The test fails on any
+attempt to import a refused module, caught or not, and names where it came from."""
 
 from __future__ import annotations
 
@@ -117,12 +119,30 @@ def product_path(root: Path) -> dict[str, Any]:
     return {"decided": decided, "help": helped}
 
 
-def child(root: str, tops: list[str]) -> None:
-    """In the subprocess: refuse ``tops``, walk the product path, print what happened."""
+def agent_path(root: Path) -> dict[str, Any]:
+    """The agent's imports, its metrics on a recorded cgroup tree, and its command's help."""
+    import contextlib
+    import io
+
+    import quell.cli
+    from tests.live.agents import agent_at
+
+    (root / "cg").mkdir()
+    metrics = agent_at(root, ["cpu_cap"]).metrics().decode()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
+        quell.cli.main(["agent", "--help"])
+    return {"metrics": metrics, "help": [out.getvalue()]}
+
+
+def child(root: str, tops: list[str], agent_only: bool = False) -> None:
+    """In the subprocess: refuse ``tops``, walk the product path (the agent's alone with
+    ``agent_only``), print what happened."""
     refuse = Refuse(set(tops))
     sys.meta_path.insert(0, refuse)
     try:
-        done: dict[str, Any] = product_path(Path(root))
+        walk = agent_path if agent_only else product_path
+        done: dict[str, Any] = walk(Path(root))
     except BaseException as exc:
         done = {"error": "".join(traceback.format_exception(exc))}
     print(json.dumps({"attempts": refuse.attempts, **done}))
@@ -149,20 +169,34 @@ def python(code: str, *args: str | Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_the_agent_and_the_controller_import_no_extra(tmp_path: Path) -> None:
-    tops = sorted({m for mods in EXTRAS.values() for m in mods})
-    assert {"matplotlib", "numba", "pandas", "sklearn", "GPy"} <= set(tops)
+def _walked(tmp_path: Path, tops: list[str], agent_only: bool) -> dict[str, Any]:
     code = (
-        "import sys; from tests.test_install_roles import child; child(sys.argv[1], sys.argv[2:])"
+        "import sys; from tests.test_install_roles import child; "
+        f"child(sys.argv[1], sys.argv[2:], agent_only={agent_only})"
     )
     done = python(code, tmp_path, *tops)
     assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     attempts = result["attempts"]
-    assert not attempts, "an extra was imported:\n" + "\n".join(
+    assert not attempts, "a refused module was imported:\n" + "\n".join(
         f"{a['module']}:\n{a['stack']}" for a in attempts[:3]
     )
     assert "error" not in result, result["error"]
+    return result
+
+
+def test_the_agent_imports_nothing_but_its_own(tmp_path: Path) -> None:
+    tops = sorted({m for mods in EXTRAS.values() for m in mods})
+    assert {"numpy", "scipy", "httpx"} <= set(tops)
+    result = _walked(tmp_path, tops, agent_only=True)
+    assert 'quell_cgroup_cpu_usage_seconds_total{host="h1",instance="a"} 1.5' in result["metrics"]
+    assert "--config" in result["help"][0]
+
+
+def test_the_agent_and_the_controller_import_no_extra(tmp_path: Path) -> None:
+    tops = sorted({m for mods in EXTRAS.values() for m in mods} - set(EXTRAS["controller"]))
+    assert {"matplotlib", "numba", "pandas", "sklearn", "GPy"} <= set(tops)
+    result = _walked(tmp_path, tops, agent_only=False)
     from quell.policy import POLICIES
 
     assert set(result["decided"]) == set(POLICIES)
@@ -224,6 +258,15 @@ def test_a_command_without_its_extra_names_it(tmp_path: Path) -> None:
         done, "numba is not installed (needed for quell sim run): pip install 'quell[sim]'"
     )
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_controller_without_its_extra_names_it(tmp_path: Path) -> None:
+    done = without("numpy,scipy,httpx", "live", "run", "--config", ROOT / "deploy/live.yaml")
+    assert_names_the_extra(
+        done,
+        "numpy, scipy, httpx are not installed (needed for quell live run): "
+        "pip install 'quell[controller]'",
+    )
 
 
 def test_a_long_command_says_so_before_it_starts(tmp_path: Path) -> None:

@@ -42,16 +42,7 @@ def test_the_extras_are_pyprojects() -> None:
 
 def test_the_core_holds_no_extra() -> None:
     core = _names(PROJECT["dependencies"])
-    assert core == {
-        "numpy",
-        "scipy",
-        "pydantic",
-        "pyyaml",
-        "typer",
-        "rich",
-        "prometheus-client",
-        "httpx",
-    }
+    assert core == {"pydantic", "pyyaml", "typer", "rich", "prometheus-client"}
     assert not core & {_normalised(d) for d in DISTRIBUTIONS.values()}
 
 
@@ -65,6 +56,10 @@ def test_research_holds_both_environments() -> None:
     assert set(EXTRAS["lab"]) | set(EXTRAS["sim"]) <= set(EXTRAS["research"])
 
 
+def test_every_extra_holds_the_controllers() -> None:
+    assert all(set(EXTRAS["controller"]) <= set(mods) for mods in EXTRAS.values())
+
+
 @pytest.mark.parametrize(
     ("module", "preferred", "extra"),
     [
@@ -76,7 +71,9 @@ def test_research_holds_both_environments() -> None:
         ("pandas", None, "lab"),
         ("sklearn.tree", None, "research"),
         ("GPy", "sim", "research"),
-        ("scipy", None, None),  # core
+        ("scipy", None, "controller"),
+        ("httpx", "live", "controller"),
+        ("pydantic", None, None),  # core
         ("nonesuch", None, None),
     ],
 )
@@ -100,7 +97,7 @@ def test_a_missing_module_names_its_extra(monkeypatch: pytest.MonkeyPatch) -> No
 def test_every_missing_module_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     _absent(monkeypatch, "matplotlib", "sklearn", "GPy")
     with pytest.raises(PrerequisiteError) as err:
-        require(["sklearn", "matplotlib", "GPy", "numba", "scipy"], "quell attribute fit")
+        require(["sklearn", "matplotlib", "GPy", "numba", "pydantic"], "quell attribute fit")
     assert str(err.value) == (
         "scikit-learn, matplotlib, GPy are not installed (needed for quell attribute fit): "
         "pip install 'quell[research]'"

@@ -18,7 +18,7 @@ from quell.lab.apache import ApachePaths, httpd_config, php_fpm_config
 from quell.live.agent import Agent
 from quell.live.config import AgentConfig, agent_problems, parse_config
 from tests.lab.test_apache_config import SETTINGS
-from tests.live.test_agent import TOKEN, cgroup_tree
+from tests.live.agents import TOKEN, cgroup_tree
 
 
 def config(tmp_path: Path, allow: list[str], **apache: Any) -> AgentConfig:

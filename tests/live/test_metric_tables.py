@@ -15,7 +15,7 @@ from quell.attribute import export
 from quell.core.metrics import MetricSet, MetricSpec
 from quell.live import agent, controller
 from quell.live.agent import AgentCollector, ProbeStats, apache_server
-from tests.live.test_agent import cgroup_tree
+from tests.live.agents import cgroup_tree
 from tests.live.test_agent_reconfigure import config
 
 SUFFIXES = {"seconds", "bytes", "cpus"}

@@ -52,7 +52,7 @@ app.command("reference", hidden=True)(reference_command)
 ROLE_EXTRA: dict[str, str] = {
     "lab": "lab",
     "sim": "sim",
-    "live": "plots",
+    "live": "controller",
     "prima": "research",
     "ic2": "research",
     "model": "research",

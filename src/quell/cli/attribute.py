@@ -85,9 +85,11 @@ def fit_command(
     """Label the contended runs' requests against the uncontended run, fit the sparse GP, score
     it and the baselines on held-out requests, and write the model bundle."""
     from quell.cli.console import emit_json, out_console, steps_bar
+    from quell.core.extras import require
     from quell.experiment.attribution import FitSettings, fit_runs
     from quell.report.attribution_runs import print_fit
 
+    require(["GPy", "sklearn", "pandas"], "quell attribute fit: the models", "research")
     settings = FitSettings(
         inducing, iters, seed, holdout, exact_points, baselines, calibrate, floor_quantile
     )
@@ -179,16 +181,27 @@ def analyse_command(
     data: Annotated[
         Path, typer.Option("--data", help="Where to keep the runs' data and results.json.")
     ],
-    inducing: Annotated[int, typer.Option("--inducing", min=1)] = 200,
-    iters: Annotated[int, typer.Option("--iters", min=1)] = 50,
-    seed: Annotated[int, typer.Option("--seed")] = 0,
-    exact_points: Annotated[int, typer.Option("--exact-points", min=10)] = 1000,
+    inducing: Annotated[
+        int, typer.Option("--inducing", min=1, help="Inducing points of the sparse GP.")
+    ] = 200,
+    iters: Annotated[
+        int, typer.Option("--iters", min=1, help="Optimiser iterations of the sparse GP.")
+    ] = 50,
+    seed: Annotated[
+        int, typer.Option("--seed", help="Seed of the fits and of the held-out draws.")
+    ] = 0,
+    exact_points: Annotated[
+        int,
+        typer.Option("--exact-points", min=10, help="Training requests of the exact GP reference."),
+    ] = 1000,
 ) -> None:
     """Keep the campaign's runs compactly under ``DATA/runs/`` (records as requests.csv.gz),
     fit on the training runs, score on the held-out ones, and write ``DATA/results.json``."""
     from quell.cli.console import say
+    from quell.core.extras import require
     from quell.studies.attribution.analysis import analyse_campaign
 
+    require(["GPy", "sklearn", "pandas"], "quell attribute analyse: the models", "research")
     written = analyse_campaign(runs_dir, data, inducing, iters, seed, exact_points, say)
     say(f"wrote {written}")
 
@@ -197,15 +210,23 @@ def analyse_command(
 def periodic_command(
     runs_dir: Annotated[Path, typer.Argument(help="Measured training and periodic runs.")],
     data: Annotated[Path, typer.Option("--data", help="Where to write periodic.json.")],
-    inducing: Annotated[int, typer.Option("--inducing", min=1)] = 200,
-    iters: Annotated[int, typer.Option("--iters", min=1)] = 50,
-    seed: Annotated[int, typer.Option("--seed")] = 0,
+    inducing: Annotated[
+        int, typer.Option("--inducing", min=1, help="Inducing points of the sparse GP.")
+    ] = 200,
+    iters: Annotated[
+        int, typer.Option("--iters", min=1, help="Optimiser iterations of the sparse GP.")
+    ] = 50,
+    seed: Annotated[
+        int, typer.Option("--seed", help="Seed of the fits and of the held-out draws.")
+    ] = 0,
 ) -> None:
     """Fig. 4: fit on the training runs in RUNS_DIR and attribute the service alone and beside
     a periodic clamav scan (``measure --part periodic``); writes ``DATA/periodic.json``."""
     from quell.cli.console import say
+    from quell.core.extras import require
     from quell.studies.attribution.analysis import periodic_campaign
 
+    require(["GPy", "sklearn", "pandas"], "quell attribute periodic: the models", "research")
     written = periodic_campaign(runs_dir, data, inducing, iters, seed, say)
     say(f"wrote {written}")
 

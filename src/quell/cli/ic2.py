@@ -33,9 +33,11 @@ def ic2_train(
     phase's tree): every scenario of SPEC run in each phase. Resumable: run it again with the
     same --out and it picks up after the last run whose data was written."""
     from quell.cli.console import emit_json, out_console, progress_bar
+    from quell.core.extras import require
     from quell.studies.ic2.campaign import train
     from quell.studies.ic2.tables import print_training
 
+    require(["sklearn"], "quell ic2 train: the detector's tree", "research")
     trained = train(spec_path, out, progress_bar)
     print_training(trained, out_console)
     if as_json:

@@ -46,6 +46,10 @@ def live_run(
     import signal
     import time
 
+    from quell.core.extras import require
+
+    require(["numpy", "scipy", "httpx"], "quell live run", "controller")
+
     from quell.actuate.haproxy import HAProxyRuntime
     from quell.cli.console import emit_json, say
     from quell.live.config import load_live_config

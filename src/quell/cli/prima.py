@@ -93,9 +93,8 @@ def profile(
 ) -> None:
     """Train the probe, measure U × interference cells, write OUT/bundle.json. Resumable: cells
     already in OUT/cells.jsonl are not measured again."""
-    from rich.table import Table
-
     from quell.cli.console import emit_json, out_console
+    from quell.report.fit import FitTable as Table
     from quell.studies.prima.campaign import ProfileCampaign
 
     campaign = ProfileCampaign(spec_path, out, env, repetitions)
@@ -139,9 +138,8 @@ def validate_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Measure the spec's held-out points and compare them with RTM and IM (like Table II)."""
-    from rich.table import Table
-
     from quell.cli.console import emit_json, out_console
+    from quell.report.fit import FitTable as Table
     from quell.studies.prima.campaign import ValidationCampaign
 
     campaign = ValidationCampaign(spec_path, bundle_path, out, env, repetitions)

@@ -1,20 +1,23 @@
-"""quell's install by role. ``pip install quell`` is the agent and the controller: ``quell
-agent`` and ``quell live run`` with every policy (PRIMA with a model bundle, IC2 with a detector
-bundle, target tracking, the baselines), which import numpy, scipy, pydantic, PyYAML, typer,
-rich, prometheus_client and httpx and nothing more. What the other roles import comes in
-extras (``pyproject.toml`` lists the same; ``tests/core/test_extras.py`` keeps both alike):
+"""quell's install by role. ``pip install quell`` is the agent: ``quell agent`` imports pydantic,
+PyYAML, typer, rich and prometheus_client and nothing more, so a fleet's hosts carry no
+numerical stack. ``pip install 'quell[controller]'`` adds what the controller needs: ``quell
+live run`` with every policy (PRIMA with a model bundle, IC2 with a detector bundle, target
+tracking, the baselines) imports numpy, scipy and httpx besides. What the other roles import
+comes in further extras, each holding the controller's too (``pyproject.toml`` lists the same;
+``tests/core/test_extras.py`` keeps both alike):
 
 | extra | adds | for |
 | --- | --- | --- |
+| ``controller`` | numpy, scipy, httpx | the live controller and every policy |
 | ``plots`` | matplotlib | PNG plots: run reports, comparison pages, the live controller's page |
 | ``sim`` | numba, matplotlib | the simulator's compiled event core, and its runs' reports |
 | ``lab`` | pandas, matplotlib | lab runs' reports; the per-request records of instrumented instances |
 | ``research`` | scikit-learn, GPy and all of the above | the papers' studies: IC2's tree training, Soroban's attribution models, on the lab and the simulator |
 
 Modules of an extra are imported where they are used, never at the top of a module the agent
-or the controller imports (``tests/test_install_roles.py`` refuses them there). A command that
-reaches one that is not installed stops with a ``PrerequisiteError`` naming the extra
-(``quell.cli.main``, through ``missing_extra``)."""
+or the controller imports beyond its own extra (``tests/test_install_roles.py`` refuses them
+there). A command that reaches one that is not installed stops with a ``PrerequisiteError``
+naming the extra (``quell.cli.main``, through ``missing_extra``)."""
 
 from __future__ import annotations
 
@@ -24,15 +27,21 @@ from typing import Final
 
 from quell.errors import PrerequisiteError
 
+_CONTROLLER = ("numpy", "scipy", "httpx")
+
 EXTRAS: Final[dict[str, tuple[str, ...]]] = {
-    "plots": ("matplotlib",),
-    "sim": ("numba", "matplotlib"),
-    "lab": ("pandas", "matplotlib"),
-    "research": ("sklearn", "GPy", "numba", "pandas", "matplotlib"),
+    "controller": _CONTROLLER,
+    "plots": (*_CONTROLLER, "matplotlib"),
+    "sim": (*_CONTROLLER, "numba", "matplotlib"),
+    "lab": (*_CONTROLLER, "pandas", "matplotlib"),
+    "research": (*_CONTROLLER, "sklearn", "GPy", "numba", "pandas", "matplotlib"),
 }
 """Extra → the top-level modules it installs, smallest extras first."""
 
 DISTRIBUTIONS: Final[dict[str, str]] = {
+    "numpy": "numpy",
+    "scipy": "scipy",
+    "httpx": "httpx",
     "matplotlib": "matplotlib",
     "numba": "numba",
     "pandas": "pandas",

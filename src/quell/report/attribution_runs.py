@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
-from rich.table import Table
 
 from quell.attribute.apply import attribute
 from quell.attribute.bundle import AttributionModel, load_attribution_model
@@ -31,6 +30,7 @@ from quell.report.attribution import (
     summary_cells,
     write_attribution_csv,
 )
+from quell.report.fit import FitTable as Table
 from quell.report.records import Run, read_run
 
 if TYPE_CHECKING:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rich.table import Table
 from rich.text import Text
+
+from quell.report.fit import FitTable as Table
 
 if TYPE_CHECKING:
     from rich.console import Console

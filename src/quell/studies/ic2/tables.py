@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
-from rich.table import Table
 
+from quell.report.fit import FitTable as Table
 from quell.studies.ic2.results import reduction_text, sweep_cell_ms
 
 if TYPE_CHECKING:

@@ -7,7 +7,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
-from rich.table import Table
+
+from quell.report.fit import FitTable as Table
 
 if TYPE_CHECKING:
     from rich.console import Console
