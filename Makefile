@@ -94,11 +94,14 @@ test: install lint typecheck unit
 bench: install
 	$(PY) bench/run.py
 
-# docs/results/prima.md from the measured files in docs/results/data and the last bench;
-# docs/results/consolidation.md and its figures from the study records.
+# Every results page from the measured files in docs/results/data (and PRIMA's from the last
+# bench); the consolidation study's figures from its records.
 results: python
 	$(VENV)/bin/quell prima results --data docs/results/data --bench bench/results/prima.json \
 	  --out docs/results/prima.md
+	$(VENV)/bin/quell ic2 results --data docs/results/data/ic2 --out docs/results/ic2.md
+	$(VENV)/bin/quell attribute results --data docs/results/data/attribution \
+	  --out docs/results/attribution.md
 	$(VENV)/bin/quell study consolidation-results --data docs/results/data/consolidation \
 	  --out docs/results/consolidation.md --figures docs/img/consolidation
 

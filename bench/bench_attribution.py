@@ -1,4 +1,4 @@
-"""The per-request instrumentation's overhead (docs/attribution.md, "Instrumentation").
+"""The per-request instrumentation's overhead (docs/reference/attribution.md, "Instrumentation").
 
 * **C calls** (``bench/attribution/qtbench.c``, compiled here with the library's sources): the
   median over 1,000 batches of 1,000 calls of the thread's CPU time per call (its own cost,

@@ -1,4 +1,4 @@
-"""The eBPF run-queue split's cost (docs/attribution.md, "The eBPF run-queue split").
+"""The eBPF run-queue split's cost (docs/reference/attribution.md, "The eBPF run-queue split").
 
 Needs root, the program built (``make native``) and loadable, and stress-ng; starts real load,
 so run it under the lab lock (``flock /tmp/quell-lab.lock make bench``). On CPU 0

@@ -148,7 +148,7 @@ def test_wait_behind_a_noisy_cgroup_matches_schedstat_and_is_charged_to_it() -> 
             time.sleep(0.5)  # the stressor's worker is running
             sched_ns, thread = _measure(vg, 3.0)
         noisy_ns = sum(c.wait_ns for c in thread.culprits if c.cgroup_path == "/" + ng.name)
-        print(  # the figures docs/attribution.md quotes (pytest -s)
+        print(  # the figures docs/reference/attribution.md quotes (pytest -s)
             f"contended: schedstat wait {sched_ns / 1e9:.4f} s, eBPF {thread.wait_ns / 1e9:.4f} s,"
             f" noisy {noisy_ns / 1e9:.4f} s, own {thread.own_wait_ns / 1e9:.4f} s,"
             f" preemptions by others {thread.preemptions_by_others}"

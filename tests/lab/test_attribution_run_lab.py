@@ -91,7 +91,7 @@ def test_with_ebpf_the_records_split_the_wait_and_the_split_is_detached(tmp_path
     assert (other >= 0).all() and (requests["preempt_other_total"] >= 0).all()
     # measured in every request (not "-1": the server inherited and mapped the program's map),
     # and no request's part behind other cgroups exceeds its whole run-queue wait by more than
-    # the two clocks' few µs a wait (docs/attribution.md). Whether the hog (another cgroup on
+    # the two clocks' few µs a wait (docs/reference/attribution.md). Whether the hog (another cgroup on
     # the instance's CPU, from 3 s on) adds any wait is not asserted: lighttpd sleeps between
     # short requests and is woken ahead of a CPU hog, and three runs measured a mean wait of
     # 0, 5 and 46 µs a request in the hog's phase.

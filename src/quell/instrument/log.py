@@ -4,7 +4,7 @@ A log file (``quell-<pid>-<tid>-<seq>.qtlog``) is a 64-byte header (magic ``QTLO
 version, record size, capacity, pid, thread id, the writer index ``count``, sequence) and
 ``capacity`` fixed-size 160-byte records, of which the first ``count`` are complete.
 :func:`read_records` turns one file, a directory of them, or a ``requests.csv.gz`` written by
-:func:`write_records`, into the per-request table of docs/attribution.md.
+:func:`write_records`, into the per-request table of docs/reference/attribution.md.
 """
 
 from __future__ import annotations

@@ -498,7 +498,7 @@ def start_apache(
             return supervisor.start(f"server-{inst.id}", httpd_argv(paths), placement)
         preload = preload_file(work / WORKING_SETS_DIR) if scenario.pages else None
         argv: Sequence[str] = php_fpm_argv(paths, scenario.pages, preload)
-        if inst.instrument:  # a token per request in each worker (docs/attribution.md)
+        if inst.instrument:  # a token per request in each worker (docs/reference/attribution.md)
             argv = preloaded(argv, phpfpm_shim(), token_logs_dir(paths.base))
         return supervisor.start(f"php-fpm-{inst.id}", argv, placement, instrumented=inst.instrument)
 

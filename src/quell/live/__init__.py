@@ -1,2 +1,2 @@
 """Live mode: a quell agent on each host and a controller that runs any policy against the
-user's own HAProxy and instances (``docs/live.md``)."""
+user's own HAProxy and instances (``docs/guides/fleet.md``)."""

@@ -137,7 +137,7 @@ class InterruptCore:
 
     @property
     def utilisation_prop3(self) -> float:
-        """The paper's U = λ·E(T_s); see docs/models.md for why the CLI reports the
+        """The paper's U = λ·E(T_s); see docs/reference/models.md for why the CLI reports the
         utilisation law instead (this one tends to λ/μ1, missing the class-b work, at low load)."""
         return self.rate_rps * self.mean_service_s
 

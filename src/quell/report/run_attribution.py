@@ -1,4 +1,4 @@
-"""Attribution in a lab run (the scenario's ``attribution`` option, docs/attribution.md): per
+"""Attribution in a lab run (the scenario's ``attribution`` option, docs/reference/attribution.md): per
 instrumented instance, its requests' attribution by the scenario's model, written to
 ``attribution/<id>.csv.gz`` of the run directory at the end of the run, and read back from
 there by ``quell lab report``: a summary per instance, the per-request attribution plot and a

@@ -27,8 +27,8 @@ change to the whole service may need instances booted, then two intervals to set
 
 A policy's own ``AddInstance`` / ``RemoveInstance`` exclude nothing: it foresees them, and a
 policy that acts more often must not leave more of its intervals out (``exclude_own=True``
-restores the rule before 2026-11-26, which left out the named instance's intervals for
-``settle_s`` after each). Weight changes are the policy's everyday work and exclude nothing.
+gives the stricter rule that leaves out the named instance's intervals for ``settle_s`` after
+each, to compare with comparisons recorded under it). Weight changes are the policy's everyday work and exclude nothing.
 ``slo_fraction`` = met / counted instance-intervals;
 ``slo_fraction_all`` is the same without exclusions; ``slo_request_fraction`` weighs each counted
 instance-interval by its completed requests (a policy that idles most instances and overloads a

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 KEY = "attribution.model"
 CLASS_BYTES = 47
-"""The instrumentation cuts a request's class to this many bytes (docs/attribution.md)."""
+"""The instrumentation cuts a request's class to this many bytes (docs/reference/attribution.md)."""
 
 
 def attribution_model_path(scenario: Scenario, base_dir: Path) -> Path | None:

@@ -98,7 +98,7 @@ class Instance(StrictModel):
     instrument: bool = False
     """lighttpd or apache (the lab): run lighttpd, or apache's php-fpm workers, with the
     quelltoken library preloaded, a token per request; the run keeps each request's counters
-    in ``instrument/<id>/requests.csv.gz`` (docs/attribution.md). HAProxy then sends one
+    in ``instrument/<id>/requests.csv.gz`` (docs/reference/attribution.md). HAProxy then sends one
     request per server connection."""
 
 
@@ -339,7 +339,7 @@ class Target(StrictModel):
 
 class AttributionSpec(StrictModel):
     """Attribute each instrumented instance's requests at the end of a lab run (Soroban,
-    docs/attribution.md): per request the latency the model gives the provider, with its
+    docs/reference/attribution.md): per request the latency the model gives the provider, with its
     interval, in ``attribution/<id>.csv.gz`` of the run directory."""
 
     model: Annotated[str, Field(min_length=1, max_length=4096)]

@@ -97,7 +97,7 @@ class ApacheModel(StrictModel):
     are the instance's ``apache`` section; ``ReconfigureServer`` changes them). A request's CPU
     work in seconds is ``request_cpu_s`` + its bytes / ``bytes_per_cpu_s`` (+ a PHP page's
     touches × ``touch_cpu_s``, + ``connection_cpu_s`` when it comes on a new connection),
-    times the instance's slowdown. docs/simulator.md derives the defaults."""
+    times the instance's slowdown. docs/reference/simulator.md derives the defaults."""
 
     cpus: Annotated[float, Field(gt=0, le=1024)] | None = None
     """Cores of the instance; ``None``: as many as the instance (or else its host) is pinned
@@ -131,7 +131,7 @@ class ApacheModel(StrictModel):
     reload_s: Annotated[float, Field(ge=0, le=600)] | None = None
     """A graceful ``ReconfigureServer`` (a restart of the children) costs the instance
     ``reload_capacity_share`` of its CPU for this long. No default: it is a measured figure
-    (docs/simulator.md); without it a graceful reconfiguration is refused, naming these keys
+    (docs/reference/simulator.md); without it a graceful reconfiguration is refused, naming these keys
     (an online one, ``graceful=False``, costs nothing)."""
     reload_capacity_share: Annotated[float, Field(ge=0, lt=1)] | None = None
     """The share of the instance's CPU a graceful ``ReconfigureServer`` takes for ``reload_s`` (a

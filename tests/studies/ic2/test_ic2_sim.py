@@ -72,7 +72,7 @@ def test_a_detector_bootstrapped_in_process_from_simulator_runs_drives_ic2(
 def test_ic2_lowers_the_response_time_under_interference_in_the_shipped_scenario(
     tmp_path: Path,
 ) -> None:
-    # scenarios/ic2/sim-onoff.yaml and its shipped detector; docs/simulator.md has the table.
+    # scenarios/ic2/sim-onoff.yaml and its shipped detector; docs/reference/simulator.md has the table.
     # The price with the worker MPM: W halved below the users while K rises past their think
     # time leaves the users without a kept-alive worker waiting until the baseline returns
     # (requests of more than a minute under IC2, none under the fixed configuration), and

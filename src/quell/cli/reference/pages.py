@@ -150,7 +150,7 @@ def live_config_page(scenario: Walker) -> str:
         "",
         "# The live configuration: agent.yaml and live.yaml",
         "",
-        "Live mode runs quell on your own HAProxy fleet (docs/live.md) from two files: "
+        "Live mode runs quell on your own HAProxy fleet (docs/guides/fleet.md) from two files: "
         "`agent.yaml`, one per host, says which instances `quell agent --config agent.yaml` "
         "watches and where it listens; `live.yaml` tells `quell live run --config live.yaml` "
         "where Prometheus, HAProxy and the agents are, which instances it balances, the policy "

@@ -5,7 +5,7 @@ held the CPU meanwhile (its own or another), and its preemptions by other cgroup
 through libbpf by :mod:`.loader`; :func:`probe` says whether it can load here; :func:`attached`
 is the context manager; :mod:`.records` decodes its maps; :mod:`.cgroups` names the cgroup ids;
 :mod:`.rqsplit` measures one process or command with it (``quell attribute rqsplit``).
-docs/attribution.md, "The eBPF run-queue split"."""
+docs/reference/attribution.md, "The eBPF run-queue split"."""
 
 from quell.instrument.bpf.cgroups import CgroupLayout, cgroup_layout, cgroup_paths
 from quell.instrument.bpf.loader import BpfLoadError, Probe, RunQueueSplit, attached, probe

@@ -11,7 +11,7 @@
  * the token's running spans (start or resume .. yield or end); wall time runs from start to end.
  * When the environment variable QUELL_TOKEN_LOG_DIR names a directory, every ended token is
  * written as one fixed-size record to a per-thread memory-mapped log in that directory
- * (docs/attribution.md, "Instrumentation"). It is read when a thread opens its log, and, if
+ * (docs/reference/attribution.md, "Instrumentation"). It is read when a thread opens its log, and, if
  * it is unset by then, as it was when the library was loaded (php-fpm clears its workers'
  * environment); set to "" it turns logging off. All functions are async-signal-unsafe. */
 #ifndef QUELLTOKEN_H

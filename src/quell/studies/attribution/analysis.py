@@ -161,7 +161,7 @@ def _fitted(
             held_out.append((f"held-out kind {kind} alone", build(groups, False)))
     note(f"fitting on {len(data_train.y)} requests")
     # The interval is calibrated by leaving one antagonist kind's training runs out at a time,
-    # as the held-out kinds are left out of the training (docs/attribution.md)
+    # as the held-out kinds are left out of the training (docs/reference/attribution.md)
     kinds = {
         n: str(c["stressor"])
         for n, c in cells.items()
