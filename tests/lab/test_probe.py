@@ -87,7 +87,9 @@ def test_probe_and_link_utilisation_see_a_neighbour_flood_the_link(tmp_path: Pat
     assert probe["a", "flood"] <= 1.3 * probe["a", "calm"], probe
 
     link, util = medians("link_util_pct"), medians("util_pct")
-    print(f"medians: probe {probe}, link_util_pct {link}, util_pct {util}")  # for docs/reference/lab.md
+    print(
+        f"medians: probe {probe}, link_util_pct {link}, util_pct {util}"
+    )  # for docs/reference/lab.md
     assert link["b", "calm"] <= 40.0 and link["b", "flood"] >= 85.0, link
     assert link["a", "flood"] <= 40.0, link
     # the instance's own traffic did not grow: the flood is its neighbour's
