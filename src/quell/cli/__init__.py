@@ -34,6 +34,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",  # a docstring's lines reflow to the terminal's width
 )
 app.add_typer(lab_app, name="lab", no_args_is_help=True)
 app.add_typer(scenario_app, name="scenario", no_args_is_help=True)
