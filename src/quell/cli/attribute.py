@@ -175,21 +175,24 @@ def measure_command(
     measure(out, part, cpu, requests, ebpf, say)
 
 
+InducingOpt = Annotated[
+    int, typer.Option("--inducing", min=1, help="Inducing points of the sparse GP.")
+]
+ItersOpt = Annotated[
+    int, typer.Option("--iters", min=1, help="Optimiser iterations of the sparse GP.")
+]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of the fits and of the held-out draws.")]
+
+
 @attribute_app.command("analyse")
 def analyse_command(
     runs_dir: Annotated[Path, typer.Argument(help="The campaign's measured runs.")],
     data: Annotated[
         Path, typer.Option("--data", help="Where to keep the runs' data and results.json.")
     ],
-    inducing: Annotated[
-        int, typer.Option("--inducing", min=1, help="Inducing points of the sparse GP.")
-    ] = 200,
-    iters: Annotated[
-        int, typer.Option("--iters", min=1, help="Optimiser iterations of the sparse GP.")
-    ] = 50,
-    seed: Annotated[
-        int, typer.Option("--seed", help="Seed of the fits and of the held-out draws.")
-    ] = 0,
+    inducing: InducingOpt = 200,
+    iters: ItersOpt = 50,
+    seed: SeedOpt = 0,
     exact_points: Annotated[
         int,
         typer.Option("--exact-points", min=10, help="Training requests of the exact GP reference."),
@@ -210,15 +213,9 @@ def analyse_command(
 def periodic_command(
     runs_dir: Annotated[Path, typer.Argument(help="Measured training and periodic runs.")],
     data: Annotated[Path, typer.Option("--data", help="Where to write periodic.json.")],
-    inducing: Annotated[
-        int, typer.Option("--inducing", min=1, help="Inducing points of the sparse GP.")
-    ] = 200,
-    iters: Annotated[
-        int, typer.Option("--iters", min=1, help="Optimiser iterations of the sparse GP.")
-    ] = 50,
-    seed: Annotated[
-        int, typer.Option("--seed", help="Seed of the fits and of the held-out draws.")
-    ] = 0,
+    inducing: InducingOpt = 200,
+    iters: ItersOpt = 50,
+    seed: SeedOpt = 0,
 ) -> None:
     """Fig. 4: fit on the training runs in RUNS_DIR and attribute the service alone and beside
     a periodic clamav scan (``measure --part periodic``); writes ``DATA/periodic.json``."""
