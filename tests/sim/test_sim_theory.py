@@ -81,7 +81,7 @@ def check_little(core: EventCore, rec: Records) -> None:
     of the (drained) run, to 1e-6 relative."""
     assert core.in_system().sum() == 0
     done = rec.rt_s >= 0
-    assert core.i_area_.sum() == pytest.approx(rec.rt_s[done].sum(), rel=1e-6)
+    assert core.instances_.area.sum() == pytest.approx(rec.rt_s[done].sum(), rel=1e-6)
 
 
 def steady_mean(rec: Records) -> float:

@@ -320,7 +320,7 @@ class SimEnvironment:
         self._probe_phase = np.append(self._probe_phase, phase)
         self._probe_next = np.append(self._probe_next, np.inf)
         if self._cpu[-1] != 1.0:
-            self.core_.i_factor_[i] = self._cpu[-1]
+            self.core_.instances_.factor[i] = self._cpu[-1]
         return i
 
     def _concurrency_limit(
@@ -362,7 +362,7 @@ class SimEnvironment:
         if apache is not None:
             model = svc.apache
             overhead = model.worker_overhead + model.worker_overhead_per_stress_ng_worker * workers
-            self.core_.set_overhead(int(self.core_.i_res_[i]), overhead)
+            self.core_.set_overhead(int(self.core_.instances_.res[i]), overhead)
             factor *= memory_factor(model, apache)
         return factor
 
@@ -410,7 +410,7 @@ class SimEnvironment:
         for _, i in done:
             del self._reload_end[i]
         done.sort()
-        res = [int(self.core_.i_res_[i]) for _, i in done]
+        res = [int(self.core_.instances_.res[i]) for _, i in done]
         return (
             np.asarray([t for t, _ in done], dtype=np.float64),
             np.asarray([EventCore.capacity_code(r) for r in res], dtype=np.int64),
@@ -473,8 +473,8 @@ class SimEnvironment:
                 ct = ct[order]
                 ci = np.concatenate([ci, it_c])[order]
                 cf = np.concatenate([cf, it_f])[order]
-            streams = self.core_.r_perm_ > 0
-            work0 = core.i_work_.copy() if streams.any() else None
+            streams = self.core_.resources_.perm > 0
+            work0 = core.instances_.work.copy() if streams.any() else None
             area0 = self._taken_area.copy() if work0 is not None else None
             rec = core.run(
                 t_next,
@@ -491,7 +491,9 @@ class SimEnvironment:
             self._flush_taken(t_next)
             if work0 is not None and area0 is not None:
                 # unlimited iperf3 streams take all the link the instances leave
-                done = np.bincount(core.i_res_, core.i_work_ - work0, minlength=streams.size)
+                done = np.bincount(
+                    core.instances_.res, core.instances_.work - work0, minlength=streams.size
+                )
                 left = self._nominal * (t_next - t_prev) - (self._taken_area - area0) - done
                 self._fill += np.where(streams, np.maximum(left, 0.0), 0.0)
             if c1 > c0:
@@ -531,7 +533,9 @@ class SimEnvironment:
         """Per resource: % of its nominal capacity used in the interval by everyone on it."""
         core = self.core_
         work = np.bincount(
-            core.i_res_, core.i_work_ - self._last_work, minlength=self._nominal.size
+            core.instances_.res,
+            core.instances_.work - self._last_work,
+            minlength=self._nominal.size,
         )
         total = work + self._taken_area + self._fill
         avail = self._nominal - self._taken_area / interval if interval > 0 else self._nominal
@@ -551,17 +555,17 @@ class SimEnvironment:
         self._pending = []
         self.lb_refused_total_ += stats.unrouted
         counts, sums, quant = stats.requests, stats.rt_sum_s, stats.rt_quantiles_s
-        rej = core.i_rej_ - self._last_rej
-        self._last_rej = core.i_rej_.copy()
+        rej = core.instances_.rej - self._last_rej
+        self._last_rej = core.instances_.rej.copy()
         link_util = self._link_util(interval)
-        work = core.i_work_ - self._last_work
-        self._last_work = core.i_work_.copy()
+        work = core.instances_.work - self._last_work
+        self._last_work = core.instances_.work.copy()
         probe_sum, probe_n = self._probe_sum, self._probe_n
         self._probe_sum, self._probe_n = np.zeros(n), np.zeros(n)
         in_system = core.in_system()
         oldest = t - core.oldest_start_s()
-        busy = core.i_warea_ - self._last_warea
-        self._last_warea = core.i_warea_.copy()
+        busy = core.instances_.warea - self._last_warea
+        self._last_warea = core.instances_.warea.copy()
         out: dict[str, Observation] = {}
         for i in range(n):
             state = self._state[i]
@@ -578,8 +582,9 @@ class SimEnvironment:
                     extra[key] = float(getattr(apache, setting))
                 if interval > 0:
                     extra[BUSY_WORKERS_KEY] = float(busy[i] / interval)
-            if np.isfinite(link_util[core.i_res_[i]]):  # NaN: no time passed, nothing measured
-                extra[LINK_UTIL_KEY] = float(link_util[core.i_res_[i]])
+            r = core.instances_.res[i]
+            if np.isfinite(link_util[r]):  # NaN: no time passed, nothing measured
+                extra[LINK_UTIL_KEY] = float(link_util[r])
             if (maxconn := self._maxconn[i]) is not None:
                 extra[MAXCONN_KEY] = float(maxconn)
             if probe_n[i] > 0:
@@ -600,7 +605,7 @@ class SimEnvironment:
                 errors=int(rej[i]) + self._dropped[i],
                 cpu_util=cpu,
                 util_pct=util,
-                weight=round(float(core.i_weight_[i])),
+                weight=round(float(core.instances_.weight[i])),
                 extra=extra,
             )
             self._dropped[i] = 0
@@ -720,7 +725,7 @@ class SimEnvironment:
         core.set_keepalive_timeout(i, new.keepalive_timeout_s)
         self._set_cpu_factor(i)  # memory pressure follows the pools' sizes
         if a.graceful and model.reload_s and model.reload_capacity_share is not None:
-            r = int(core.i_res_[i])
+            r = int(core.instances_.res[i])
             core.set_capacity(r, float(self._nominal[r]) * (1.0 - model.reload_capacity_share))
             self._reload_end[i] = core.now_s_ + model.reload_s
         return None
