@@ -14,6 +14,7 @@ from quell.sim import kernel
 from quell.sim.table import Table
 
 P = TypeVar("P", kernel.Jobs, kernel.QueuePool)
+T = TypeVar("T", bound=np.generic)
 Algorithm = Literal["weighted_rr", "plain_rr", "leastconn"]
 _ALGO = {
     "weighted_rr": kernel.ALGO_WEIGHTED_RR,
@@ -97,6 +98,8 @@ class EventCore:
         )
         self._sent = 0
         self._max_sent = 0
+        self._marks = (_EMPTY_F, _EMPTY_I, _EMPTY_F)
+        """The instances' work, refusals and busy-worker area at the last ``take_interval``."""
 
     @property
     def resources_(self) -> kernel.Resources:
@@ -346,6 +349,29 @@ class EventCore:
         kernel.oldest_start(self._state(), out)
         return out
 
+    def take_interval(self, records: Sequence[Records], quantiles: Sequence[float]) -> Interval:
+        """What ``records`` (every ``run``'s since the last call, in order) and the instances'
+        counters add up to since the last call, and what the instances hold at its end."""
+        inst = self._inst.cols
+        n = self.n_instances
+        work, refused, warea = self._marks
+        self._marks = (inst.work.copy(), inst.rej.copy(), inst.warea.copy())
+        probe_sum, probe_count = np.zeros(n), np.zeros(n)
+        for r in records:
+            k = r.probe_count.size
+            probe_sum[:k] += r.probe_sum_s
+            probe_count[:k] += r.probe_count
+        return Interval(
+            stats=interval_stats([r for r in records if len(r)], n, quantiles),
+            work=inst.work - _padded(work, n),
+            refused=inst.rej - _padded(refused, n),
+            busy_worker_s=inst.warea - _padded(warea, n),
+            probe_sum_s=probe_sum,
+            probe_count=probe_count,
+            in_system=self.in_system(),
+            oldest_start_s=self.oldest_start_s(),
+        )
+
     # -- running -----------------------------------------------------------------------------
     def run(
         self,
@@ -442,6 +468,30 @@ class IntervalStats:
     rt_sum_s: NDArray[np.float64]
     rt_quantiles_s: NDArray[np.float64]
     unrouted: int
+
+
+@dataclass(frozen=True)
+class Interval:
+    """What one interval added up to per instance (``EventCore.take_interval``)."""
+
+    stats: IntervalStats
+    work: NDArray[np.float64]
+    """Capacity the jobs completed used (work × slowdown)."""
+    refused: NDArray[np.int64]
+    busy_worker_s: NDArray[np.float64]
+    """∫ busy workers dt (apache instances; 0 elsewhere)."""
+    probe_sum_s: NDArray[np.float64]
+    """The times of the probes completed, added up, and how many."""
+    probe_count: NDArray[np.float64]
+    in_system: NDArray[np.int64]
+    """At the interval's end: requests holding a worker or waiting for one,"""
+    oldest_start_s: NDArray[np.float64]
+    """and when the oldest of them arrived (``inf``: none)."""
+
+
+def _padded(a: NDArray[T], n: int) -> NDArray[T]:
+    """``a`` with 0 for the instances added since (n in all)."""
+    return np.pad(a, (0, n - a.size))
 
 
 def interval_stats(

@@ -1,10 +1,12 @@
-"""What the ``service`` section turns into before the run: request sizes, slowdown changes,
-the on/off timeline of host interference, closed-loop users' requests and think times, and
-what an apache instance's settings cost."""
+"""What the ``service`` section turns into before the run (``plan_service``, once): request
+sizes, slowdown changes, the on/off timeline of host interference, closed-loop users' requests
+and think times, and what an apache instance's settings cost."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
@@ -13,11 +15,13 @@ from numpy.typing import NDArray
 from quell.core.rng import component_rng
 from quell.errors import InputError, Problem
 from quell.scenario.model import ApacheSettings, Host, Instance, Scenario
+from quell.scenario.schedule import build_schedule
 from quell.scenario.service import (
     ApacheModel,
     HostInterference,
     OnOffSlowdown,
     ScheduledSlowdown,
+    ServiceModel,
     SizeModel,
 )
 from quell.workload.population import USER_STREAM, draw_block
@@ -283,3 +287,78 @@ def memory_factor(model: ApacheModel, settings: ApacheSettings) -> float:
         + settings.php_max_children * model.php_child_memory_bytes
     )
     return 1.0 + model.swap_slowdown * max(0.0, used / model.memory_bytes - 1.0)
+
+
+# -- all of it, before a run ----------------------------------------------------------------------
+
+Changes = tuple[NDArray[np.float64], NDArray[np.int64], NDArray[np.float64]]
+"""(time, index, value) of each change, sorted by time."""
+
+
+@dataclass(frozen=True)
+class ServicePlan:
+    """What a scenario's workload and ``service`` section turn into before its simulator run."""
+
+    schedule: RequestSchedule
+    """The request schedule; for closed-loop users, none (no times: only the paths)."""
+    sizes_bytes: NDArray[np.float64]
+    """Each scheduled request's size (``service.size``)."""
+    pages: NDArray[np.int64]
+    """Each path's PHP page (1 + its place in ``scenario.pages``; 0: a static file)."""
+    slowdown: Changes
+    """``service.slowdown``: (time, instance index in ``scenario.instances``, factor)."""
+    interference: Changes
+    """``service.interference``: (time, host index, bytes/s the host's neighbours take)."""
+    cpus: list[float]
+    """Each instance's cores, were it an apache instance (``apache_cpus``)."""
+    users: ClosedLoopDraws | None
+    """What closed-loop users ask for and think (none for an open-loop workload)."""
+
+
+def plan_service(
+    scenario: Scenario, base_dir: Path, schedule: RequestSchedule | None = None
+) -> ServicePlan:
+    """The scenario's ``ServicePlan`` (``schedule``: one built already); raises one
+    ``InputError`` naming every problem: an instance with no capacity (not an apache instance,
+    on a host without ``link_mbit``, and no ``service.capacity_bytes_per_s``), a slowdown or
+    interference naming what does not exist."""
+    svc = scenario.service or ServiceModel()
+    closed = isinstance(scenario.workload.arrival, ClosedLoopSpec)
+    if schedule is None:
+        schedule = closed_loop_paths(scenario) if closed else build_schedule(scenario, base_dir)
+    problems = [
+        Problem(
+            f"instances[{k}]",
+            f"host {inst.host!r} has no link_mbit: set service.capacity_bytes_per_s",
+        )
+        for k, inst in enumerate(scenario.instances)
+        if inst.server != "apache"
+        and scenario.host(inst.host).link_mbit is None
+        and svc.capacity_bytes_per_s is None
+    ]
+    empty: Changes = (np.empty(0), np.empty(0, dtype=np.int64), np.empty(0))
+    interference, slowdown = empty, empty
+    try:
+        interference = interference_changes(
+            svc.interference, scenario.hosts, scenario.duration_s, scenario.seed
+        )
+    except InputError as exc:
+        problems.extend(exc.problems)
+    try:
+        slowdown = slowdown_changes(
+            svc.slowdown, [i.id for i in scenario.instances], scenario.duration_s, scenario.seed
+        )
+    except InputError as exc:
+        problems.extend(exc.problems)
+    if problems:
+        raise InputError(scenario.name, problems)
+    pages = page_index(scenario, schedule.paths)
+    return ServicePlan(
+        schedule=schedule,
+        sizes_bytes=draw_sizes(svc.size, schedule.size_bytes, scenario.seed),
+        pages=pages,
+        slowdown=slowdown,
+        interference=interference,
+        cpus=[apache_cpus(svc.apache, i, scenario.host(i.host)) for i in scenario.instances],
+        users=ClosedLoopDraws(scenario, schedule, pages) if closed else None,
+    )
