@@ -4,6 +4,7 @@ and think times, and what an apache instance's settings cost."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,9 @@ from quell.scenario.model import ApacheSettings, Host, Instance, Scenario
 from quell.scenario.schedule import build_schedule
 from quell.scenario.service import (
     ApacheModel,
+    DeterministicSize,
+    EmpiricalSize,
+    ExponentialSize,
     HostInterference,
     OnOffSlowdown,
     ScheduledSlowdown,
@@ -31,6 +35,92 @@ from quell.workload.spec import ClosedLoopSpec
 MAX_TAKEN_SHARE = 0.95
 """Neighbours with a bitrate (iperf3 ``bitrate_mbit``, ``service.interference``) take at most
 this share of a host's link."""
+
+
+# -- request sizes ---------------------------------------------------------------------------------
+#
+# One class per distribution ``service.size`` allows (as Ciw's distributions are): each draws
+# samples and states its mean and variance in closed form, which the theory tests hold it to.
+
+
+class Exponential:
+    """Exponential sizes of mean m: variance m²."""
+
+    def __init__(self, mean: float = 1.0) -> None:
+        self.mean = mean
+
+    @property
+    def variance(self) -> float:
+        return self.mean**2
+
+    def sample(self, rng: np.random.Generator, n: int) -> NDArray[np.float64]:
+        return np.asarray(self.mean * rng.standard_exponential(n), dtype=np.float64)
+
+
+class Deterministic:
+    """Every size m: variance 0."""
+
+    def __init__(self, mean: float = 1.0) -> None:
+        self.mean = mean
+
+    @property
+    def variance(self) -> float:
+        return 0.0
+
+    def sample(self, rng: np.random.Generator, n: int) -> NDArray[np.float64]:
+        return np.full(n, self.mean, dtype=np.float64)
+
+
+class Lognormal:
+    """m · exp(σZ − σ²/2), Z standard normal: mean m, variance m² (e^(σ²) − 1)."""
+
+    def __init__(self, mean: float = 1.0, sigma: float = 1.0) -> None:
+        self.mean = mean
+        self.sigma = sigma
+
+    @property
+    def variance(self) -> float:
+        return self.mean**2 * math.expm1(self.sigma**2)
+
+    def sample(self, rng: np.random.Generator, n: int) -> NDArray[np.float64]:
+        z = rng.standard_normal(n)
+        return np.asarray(
+            self.mean * np.exp(self.sigma * z - self.sigma**2 / 2.0), dtype=np.float64
+        )
+
+
+class Empirical:
+    """One of ``values`` at random, each as likely: their mean and (population) variance."""
+
+    def __init__(self, values: Sequence[float]) -> None:
+        self.values = np.asarray(values, dtype=np.float64)
+
+    @property
+    def mean(self) -> float:
+        return float(self.values.mean())
+
+    @property
+    def variance(self) -> float:
+        return float(self.values.var())
+
+    def sample(self, rng: np.random.Generator, n: int) -> NDArray[np.float64]:
+        return self.values[rng.integers(0, self.values.size, size=n)]
+
+
+SizeDistribution = Exponential | Deterministic | Lognormal | Empirical
+
+
+def size_distribution(model: SizeModel) -> SizeDistribution:
+    """The distribution ``service.size`` names; of mean 1 when it gives no ``mean_bytes``
+    (then each request's size is its own file's times a draw)."""
+    if isinstance(model, EmpiricalSize):
+        return Empirical(model.values_bytes)
+    mean = 1.0 if model.mean_bytes is None else model.mean_bytes
+    if isinstance(model, ExponentialSize):
+        return Exponential(mean)
+    if isinstance(model, DeterministicSize):
+        return Deterministic(mean)
+    return Lognormal(mean, model.sigma)
 
 
 def draw_sizes(
@@ -50,23 +140,10 @@ def draw_sizes_from(
     nominal = nominal_bytes.astype(np.float64)
     if model is None:
         return nominal
-    n = nominal.size
-    mean: NDArray[np.float64] | float = (
-        nominal if model.mean_bytes is None else float(model.mean_bytes)
-    )
-    if model.distribution == "exponential":
-        return np.asarray(mean * rng.standard_exponential(n), dtype=np.float64)
-    if model.distribution == "deterministic":
-        return np.broadcast_to(np.asarray(mean, dtype=np.float64), (n,)).copy()
-    if model.distribution == "lognormal":
-        z = rng.standard_normal(n)
-        return np.asarray(mean * np.exp(model.sigma * z - model.sigma**2 / 2.0), dtype=np.float64)
-    values = np.asarray(model.values_bytes or [], dtype=np.float64)
-    if values.size == 0:
-        raise InputError(
-            "service", [Problem("service.size.values_bytes", "empirical sizes need values_bytes")]
-        )
-    return values[rng.integers(0, values.size, size=n)]
+    drawn = size_distribution(model).sample(rng, nominal.size)
+    if isinstance(model, EmpiricalSize) or model.mean_bytes is not None:
+        return drawn
+    return nominal * drawn
 
 
 def slowdown_changes(
