@@ -16,6 +16,7 @@ from quell.models.queueing import (
     erlang_c,
     little_mean_jobs,
     little_mean_response_s,
+    mg1_mean_wait_s,
     mm1_ps_mean_jobs,
     mm1_ps_mean_response_s,
     mm1k_blocking_probability,
@@ -172,3 +173,17 @@ def test_mva_bounds_and_bad_input() -> None:
         mva_closed([0.1], 1.0, 0)
     with pytest.raises(InputError, match="demands_s"):
         mva_closed([0.0], 1.0, 3)
+
+
+def test_pollaczek_khinchine_is_m_m_1_with_exponential_service_and_half_of_it_deterministic() -> (
+    None
+):
+    lam, mu = 0.7, 1.0
+    mm1_wait = mmc_mean_wait_s(lam, mu, 1)  # ρ / (μ - λ)
+    assert mg1_mean_wait_s(lam, 1 / mu, 1 / mu**2) == pytest.approx(mm1_wait, rel=1e-12)
+    assert mg1_mean_wait_s(lam, 1 / mu, 0.0) == pytest.approx(mm1_wait / 2, rel=1e-12)
+    with pytest.raises(InputError, match="unstable"):
+        mg1_mean_wait_s(1.0, 1.0, 1.0)
+    with pytest.raises(InputError) as bad:
+        mg1_mean_wait_s(-1.0, 1.0, float("nan"))
+    assert {p.location for p in bad.value.problems} == {"lam_rps", "service_variance_s2"}

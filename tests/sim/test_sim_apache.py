@@ -191,23 +191,23 @@ def test_reconfigure_at_once_changes_the_pools_and_shows_them() -> None:
         "php_max_children": 16.0,
     }
     env.apply([ReconfigureServer("i0", {"max_request_workers": 8, "php_max_children": 3}, False)])
-    assert env.core_.i_climit_[0] == 8 and env.core_.i_plimit_[0] == 3
-    assert env.core_.r_cap_[env.core_.i_res_[0]] == 2.0  # no reload
+    assert env.core_.instances_.climit[0] == 8 and env.core_.instances_.plimit[0] == 3
+    assert env.core_.resources_.cap[env.core_.instances_.res[0]] == 2.0  # no reload
     assert settings_shown(env)["max_request_workers"] == 8.0
 
 
 def test_a_graceful_reconfigure_costs_capacity_for_the_reload() -> None:
     env = two_servers(reload_s=3.0, reload_capacity_share=0.4)
-    r = env.core_.i_res_[0]
+    r = env.core_.instances_.res[0]
     env.clock.sleep_until(10.0)
     env.apply([ReconfigureServer("i0", {"keepalive_timeout_s": 9}, graceful=True)])
-    assert env.core_.r_cap_[r] == pytest.approx(2.0 * 0.6)
+    assert env.core_.resources_.cap[r] == pytest.approx(2.0 * 0.6)
     env.clock.sleep_until(12.9)
     env.observe()
-    assert env.core_.r_cap_[r] == pytest.approx(1.2)
+    assert env.core_.resources_.cap[r] == pytest.approx(1.2)
     env.clock.sleep_until(13.1)
     env.observe()
-    assert env.core_.r_cap_[r] == 2.0
+    assert env.core_.resources_.cap[r] == 2.0
 
 
 def test_a_graceful_reconfigure_without_a_measured_reload_cost_is_refused() -> None:
@@ -217,7 +217,7 @@ def test_a_graceful_reconfigure_without_a_measured_reload_cost_is_refused() -> N
     with pytest.raises(ActionError) as caught:
         env.apply([graceful])
     assert "service.apache.reload_s" in caught.value.failed[0][1]
-    assert settings_shown(env) == before and env.core_.i_climit_[0] == 32
+    assert settings_shown(env) == before and env.core_.instances_.climit[0] == 32
     env.apply([ReconfigureServer("i0", {"max_request_workers": 8}, graceful=False)])
     assert settings_shown(env)["max_request_workers"] == 8.0
 
@@ -252,7 +252,7 @@ def test_workers_above_a_lowered_max_request_workers_close_their_connections() -
     env = kept_alive_users()
     assert busy_workers_over(env, 20.0) > 39.0  # all 40 users hold a worker
     env.apply([ReconfigureServer("i0", {"max_request_workers": 16}, graceful=False)])
-    assert env.core_.i_held_[0] > 16  # nothing closes at once
+    assert env.core_.instances_.held[0] > 16  # nothing closes at once
     busy_workers_over(env, 25.0)
     assert busy_workers_over(env, 30.0) == pytest.approx(16.0)
 
@@ -260,9 +260,9 @@ def test_workers_above_a_lowered_max_request_workers_close_their_connections() -
 def test_a_graceful_reconfigure_closes_the_idle_kept_alive_connections() -> None:
     env = kept_alive_users(graceful_cost=True)
     busy_workers_over(env, 20.0)
-    assert env.core_.i_held_[0] > 0
+    assert env.core_.instances_.held[0] > 0
     env.apply([ReconfigureServer("i0", {"keepalive_timeout_s": 31}, graceful=True)])
-    assert env.core_.i_held_[0] == 0  # the old children exit, ending them
+    assert env.core_.instances_.held[0] == 0  # the old children exit, ending them
     busy_workers_over(env, 25.0)
     assert busy_workers_over(env, 30.0) > 39.0  # W unchanged: the users hold workers again
 

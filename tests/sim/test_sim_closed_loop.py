@@ -94,7 +94,7 @@ def test_throughput_and_response_time_match_mva(users: int, fcfs: bool) -> None:
     assert abs(x - users / (r + think)) <= x_half
     # Little's law, exact once the users have stopped and the station drained
     assert core.in_system().sum() == 0
-    assert core.i_area_.sum() == pytest.approx(rec.rt_s.sum(), rel=1e-9)
+    assert core.instances_.area.sum() == pytest.approx(rec.rt_s.sum(), rel=1e-9)
 
 
 def test_users_ramp_up_evenly_and_stop_at_max_requests() -> None:

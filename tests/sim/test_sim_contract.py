@@ -123,7 +123,7 @@ def test_probes_run_once_per_period_at_each_instance_s_own_phase() -> None:
         assert np.all((gaps >= 9) & (gaps <= 11))
         first_probe[iid] = got[0]
     assert len(set(first_probe.values())) >= 5  # phases differ
-    assert env._probe_phase.tolist() == SimEnvironment(s)._probe_phase.tolist()  # seeded
+    assert env.instances_.probe_phase.tolist() == SimEnvironment(s).instances_.probe_phase.tolist()
     # a probe takes at least its size over the link
     rts = [
         o.extra["probe_rt_seconds"]

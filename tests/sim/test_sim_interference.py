@@ -60,7 +60,7 @@ def test_a_capacity_change_moves_a_job_s_finish_exactly() -> None:
         change_factor=np.array([0.5]),
     )
     assert rec.rt_s.tolist() == pytest.approx([16.0], abs=1e-12)
-    assert core.r_cap_[r] == 0.5
+    assert core.resources_.cap[r] == 0.5
 
 
 def test_reduced_link_gives_mm1_ps_response_time_of_the_capacity_left() -> None:
@@ -159,7 +159,7 @@ def test_sources_add_up_and_are_capped_at_95_percent() -> None:
         ]
     }
     env, _ = run(fleet(duration_s=20, service=svc))
-    assert env.core_.r_cap_[0] == pytest.approx(0.05 * LINK)
+    assert env.core_.resources_.cap[0] == pytest.approx(0.05 * LINK)
     assert env.capacity_log_[-1][0] == pytest.approx(0.05 * LINK)
 
 

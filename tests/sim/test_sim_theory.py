@@ -12,37 +12,49 @@ from numpy.typing import NDArray
 
 from quell.core.rng import component_rng
 from quell.models.queueing import (
+    mg1_mean_wait_s,
     mm1_ps_mean_response_s,
     mm1k_blocking_probability,
     mmc_mean_wait_s,
 )
 from quell.sim.core import EventCore, Records
+from quell.sim.service import (
+    Deterministic,
+    Empirical,
+    Exponential,
+    Lognormal,
+    SizeDistribution,
+)
+from tests.models.test_queueing import batch_ci
 
 WARMUP = 0.05
 """Share of the first requests dropped before averaging."""
+EXPONENTIAL = Exponential(1.0)
+SIZES = [
+    EXPONENTIAL,
+    Deterministic(1.0),
+    Lognormal(1.0, sigma=1.0),
+    Empirical([0.2, 0.5, 1.0, 3.0]),
+]
+"""One of each distribution ``service.size`` allows (``quell.sim.service``)."""
 
 
 def run_single(
     rho: float,
     n: int,
     seed: int,
-    sizes: str = "exponential",
+    sizes: SizeDistribution = EXPONENTIAL,
     queue_limit: int | None = None,
     workers: int = 1,
     discipline: str = "ps",
 ) -> tuple[EventCore, Records, NDArray[np.float64]]:
-    """One instance on its own resource; mean size 1 byte, capacity = workers bytes/s (so each
-    FCFS worker, or the PS server in total per worker, serves at rate μ = 1), λ = ρ·workers."""
+    """One instance on its own resource; sizes drawn from ``sizes``, capacity = workers bytes/s
+    (so each FCFS worker, or the PS server in total per worker, serves 1 byte/s), λ =
+    ρ·workers / E[S]."""
     rng = component_rng(seed, "test/arrivals")
-    lam = rho * workers
+    lam = rho * workers / sizes.mean
     arrivals = np.cumsum(rng.exponential(1.0 / lam, n))
-    srng = component_rng(seed, "test/sizes")
-    if sizes == "exponential":
-        size = srng.exponential(1.0, n)
-    elif sizes == "deterministic":
-        size = np.ones(n)
-    else:  # lognormal, mean 1, σ = 1
-        size = np.exp(srng.standard_normal(n) - 0.5)
+    size = sizes.sample(component_rng(seed, "test/sizes"), n)
     core = EventCore()
     cap = float(workers)
     r = core.add_resource(cap, cap / workers if discipline == "fcfs" else math.inf)
@@ -81,7 +93,7 @@ def check_little(core: EventCore, rec: Records) -> None:
     of the (drained) run, to 1e-6 relative."""
     assert core.in_system().sum() == 0
     done = rec.rt_s >= 0
-    assert core.i_area_.sum() == pytest.approx(rec.rt_s[done].sum(), rel=1e-6)
+    assert core.instances_.area.sum() == pytest.approx(rec.rt_s[done].sum(), rel=1e-6)
 
 
 def steady_mean(rec: Records) -> float:
@@ -103,12 +115,44 @@ def test_mm1_ps_mean_response_time_within_2_percent(rho: float, n: int) -> None:
     assert steady_mean(rec) == pytest.approx(mm1_ps_mean_response_s(rho, 1.0), rel=0.02)
 
 
-@pytest.mark.parametrize("sizes", ["deterministic", "lognormal"])
-def test_ps_insensitivity(sizes: str) -> None:
+@pytest.mark.parametrize("sizes", SIZES, ids=lambda d: type(d).__name__)
+def test_ps_insensitivity(sizes: SizeDistribution) -> None:
     # M/G/1-PS mean response time depends on the size distribution only through its mean:
-    # E[T] = E[S]/(1-ρ) = 2.5 at ρ = 0.6; tolerance 2 %.
+    # E[T] = E[S]/(1-ρ) = 2.5 E[S] at ρ = 0.6 on a capacity of 1 (Kleinrock Vol. 2 Eq. 4.18),
+    # from the distribution's own stated mean; tolerance 2 %.
     _, rec, _ = run_single(0.6, 1_000_000, seed=5, sizes=sizes)
-    assert steady_mean(rec) == pytest.approx(mm1_ps_mean_response_s(0.6, 1.0), rel=0.02)
+    expected = mm1_ps_mean_response_s(0.6 / sizes.mean, 1.0 / sizes.mean)
+    assert steady_mean(rec) == pytest.approx(expected, rel=0.02)
+
+
+@pytest.mark.parametrize("sizes", SIZES, ids=lambda d: type(d).__name__)
+def test_mg1_fcfs_wait_by_pollaczek_khinchine(sizes: SizeDistribution) -> None:
+    # M/G/1 FCFS, unlike PS, waits by the second moment: W_q = λ E[S²] / (2(1-ρ)), from the
+    # distribution's stated mean and variance; ρ = 0.5, 1M requests, within the estimate's 99 %
+    # confidence interval by batch means (the interval itself under 5 %).
+    rho = 0.5
+    _, rec, _ = run_single(rho, 1_000_000, seed=6, sizes=sizes, discipline="fcfs")
+    order = np.argsort(rec.start_s, kind="stable")
+    wait = (rec.rt_s - rec.size_bytes)[order]  # the worker serves 1 byte/s
+    mean, half = batch_ci(wait[int(WARMUP * wait.size) :])
+    expected = mg1_mean_wait_s(rho / sizes.mean, sizes.mean, sizes.variance)
+    assert abs(mean - expected) <= half
+    assert half < 0.05 * expected
+
+
+@pytest.mark.parametrize("sizes", SIZES, ids=lambda d: type(d).__name__)
+def test_each_size_distribution_draws_its_stated_mean_and_variance(sizes: SizeDistribution) -> None:
+    # 400,000 draws: the sample mean within 3 standard errors (sqrt(Var / n)) of the stated
+    # mean, the sample variance within 3 of its own (sqrt((m4 - s^4) / n), m4 the sample's
+    # fourth central moment) of the stated variance; a deterministic size exactly.
+    x = sizes.sample(component_rng(9, "test/moments"), 400_000)
+    n = x.size
+    var = float(x.var(ddof=1))
+    m4 = float(np.mean((x - x.mean()) ** 4))
+    exact = 1e-12 * sizes.mean  # a sum's rounding
+    assert abs(float(x.mean()) - sizes.mean) <= 3 * math.sqrt(sizes.variance / n) + exact
+    assert abs(var - sizes.variance) <= 3 * math.sqrt(max(m4 - var**2, 0.0) / n) + exact**2
+    assert sizes.variance > 0 or var == 0.0
 
 
 def test_mm1k_blocking_probability() -> None:

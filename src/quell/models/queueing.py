@@ -1,10 +1,10 @@
 """Classic closed forms of queueing theory used across quell: M/M/1-PS, M/M/1/K, M/M/c
-(Erlang C), M/M/c/c (Erlang B), exact mean-value analysis of a closed network, and Little's
-law. Plain functions over numbers; every bad argument raises
+(Erlang C), M/M/c/c (Erlang B), M/G/1 FCFS (Pollaczek-Khinchine), exact mean-value analysis of
+a closed network, and Little's law. Plain functions over numbers; every bad argument raises
 ``InputError`` naming it, and an unstable queue is an error, never ``inf`` or ``NaN``.
 
 Sources: L. Kleinrock, *Queueing Systems, Vol. 1: Theory* (Wiley, 1975), §3.2 (M/M/1), §3.5
-(M/M/m, Erlang C), §3.6 (M/M/1/K); §4.8 of Vol. 2 (1976) for processor sharing;
+(M/M/m, Erlang C), §3.6 (M/M/1/K), ch. 5 (M/G/1); §4.8 of Vol. 2 (1976) for processor sharing;
 J. D. C. Little, "A proof for the queuing formula L = λW", Operations Research 9(3), 1961;
 M. Reiser and S. S. Lavenberg, "Mean-value analysis of closed multichain queuing networks",
 JACM 27(2), 1980 (MVA).
@@ -177,6 +177,21 @@ def mmc_mean_wait_s(lam_rps: float, mu_rps: float, c: int) -> float:
 def mmc_mean_response_s(lam_rps: float, mu_rps: float, c: int) -> float:
     """Mean response time of M/M/c FCFS: wait plus one service time 1/μ."""
     return mmc_mean_wait_s(lam_rps, mu_rps, c) + 1.0 / mu_rps
+
+
+def mg1_mean_wait_s(lam_rps: float, mean_service_s: float, service_variance_s2: float) -> float:
+    """Mean time in queue of M/G/1 FCFS, λ E[S²] / (2 (1 − ρ)), E[S²] = Var S + E[S]²,
+    ρ = λ E[S]: the Pollaczek-Khinchine mean-value formula (Kleinrock Vol. 1 ch. 5). Unlike
+    processor sharing's, it grows with the service time's variance."""
+    _check(
+        "M/G/1",
+        lam_rps=lam_rps,
+        mean_service_s=mean_service_s,
+        service_variance_s2=service_variance_s2,
+    )
+    rho = lam_rps * mean_service_s
+    _stable("M/G/1", rho, "M/G/1")
+    return lam_rps * (service_variance_s2 + mean_service_s**2) / (2.0 * (1.0 - rho))
 
 
 def little_mean_jobs(throughput_rps: float, mean_response_s: float) -> float:

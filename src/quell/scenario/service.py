@@ -12,20 +12,53 @@ from pydantic import Field, model_validator
 from quell.core.schema import StrictModel
 
 Seconds = Annotated[float, Field(gt=0)]
+Bytes = Annotated[float, Field(gt=0)]
 
 
-class SizeModel(StrictModel):
-    """Request size (service demand = size / capacity). ``mean_bytes: null`` keeps the mean of
-    each request's own size (the file it asks for); the distribution then only adds spread."""
+class ExponentialSize(StrictModel):
+    """Request sizes (service demand = size / capacity) exponential with mean ``mean_bytes``."""
 
-    distribution: Literal["exponential", "deterministic", "lognormal", "empirical"]
+    distribution: Literal["exponential"]
     """The distribution each request's size is drawn from."""
-    mean_bytes: Annotated[float, Field(gt=0)] | None = None
-    """Its mean; ``None``: each request's own size (see above)."""
+    mean_bytes: Bytes | None = None
+    """``null``: each request's own size (the file it asks for) is its mean: the distribution
+    only adds spread (so for ``deterministic`` and ``lognormal``)."""
+
+
+class DeterministicSize(StrictModel):
+    """Every request of ``mean_bytes``."""
+
+    distribution: Literal["deterministic"]
+    """The distribution each request's size is drawn from."""
+    mean_bytes: Bytes | None = None
+    """``null``: each request of its own file's size."""
+
+
+class LognormalSize(StrictModel):
+    """Lognormal request sizes of mean ``mean_bytes``."""
+
+    distribution: Literal["lognormal"]
+    """The distribution each request's size is drawn from."""
+    mean_bytes: Bytes | None = None
+    """``null``: each request's own size is its mean."""
     sigma: Annotated[float, Field(gt=0, le=5)] = 1.0
-    """Lognormal only: standard deviation of log(size)."""
-    values_bytes: Annotated[list[Annotated[float, Field(gt=0)]], Field(min_length=1)] | None = None
-    """Empirical only: sizes drawn uniformly from this list."""
+    """Standard deviation of log(size)."""
+
+
+class EmpiricalSize(StrictModel):
+    """Request sizes drawn uniformly from ``values_bytes``, whatever the request asks for."""
+
+    distribution: Literal["empirical"]
+    """The distribution each request's size is drawn from."""
+    values_bytes: Annotated[list[Bytes], Field(min_length=1)]
+    """The sizes drawn from, each as likely."""
+
+
+SizeModel = Annotated[
+    ExponentialSize | DeterministicSize | LognormalSize | EmpiricalSize,
+    Field(discriminator="distribution"),
+]
+"""``service.size``: one model per distribution (``quell.sim.service`` draws from each)."""
 
 
 class ScheduledSlowdown(StrictModel):

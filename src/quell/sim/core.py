@@ -5,13 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
 
 from quell.sim import kernel
+from quell.sim.table import Table
 
+P = TypeVar("P", kernel.Jobs, kernel.QueuePool)
+T = TypeVar("T", bound=np.generic)
 Algorithm = Literal["weighted_rr", "plain_rr", "leastconn"]
 _ALGO = {
     "weighted_rr": kernel.ALGO_WEIGHTED_RR,
@@ -24,7 +27,6 @@ MAX_PAGES = kernel.MAX_PAGES
 _EMPTY_F = np.empty(0, dtype=np.float64)
 _EMPTY_I = np.empty(0, dtype=np.int64)
 _POOL0 = 1024
-_NO_USERS = np.empty(0, dtype=np.int64)
 
 RequestDraws = Callable[[int], tuple[NDArray[np.float64], NDArray[np.int64], NDArray[np.float64]]]
 """``draw(u)``: closed-loop user u's next requests, as many as it returns (the same number
@@ -64,148 +66,84 @@ class EventCore:
 
     Resources and instances are added with ``add_resource``/``add_instance``; an instance
     becomes an apache server (worker pool, php-fpm pool, keep-alive) with ``set_server``;
-    closed-loop users come with ``add_users``. The state is a set of flat arrays (see
-    ``quell.sim.kernel``); those with a trailing underscore may be read.
+    closed-loop users come with ``add_users``. The state is the named groups of flat arrays of
+    ``quell.sim.kernel``; ``resources_`` and ``instances_`` may be read.
     """
 
     def __init__(self, algorithm: Algorithm = "weighted_rr") -> None:
         self.algorithm = algorithm
         self.now_s_ = 0.0
-        # resources: capacity, per-job cap, permanent jobs, jobs, virtual time, last update,
-        # busy time, slab offset and capacity in the job pool
-        self.r_cap_ = _EMPTY_F.copy()
-        self.r_jobcap_ = _EMPTY_F.copy()
-        self.r_perm_ = _EMPTY_F.copy()
-        self.r_n_ = _EMPTY_I.copy()
-        self.r_vtime_ = _EMPTY_F.copy()
-        self.r_tlast_ = _EMPTY_F.copy()
-        self.r_busy_ = _EMPTY_F.copy()
-        """Time each resource had at least one job in service (seconds)."""
-        self.r_ovh_ = _EMPTY_F.copy()
-        """Overhead per active job: the per-job rate is divided by 1 + this × jobs."""
-        self._r_off = _EMPTY_I.copy()
-        self._r_capn = _EMPTY_I.copy()
-        self._jobs: tuple[NDArray[Any], ...] = (
-            np.empty(_POOL0),
-            np.empty(_POOL0),
-            np.empty(_POOL0, dtype=np.int64),
-            np.empty(_POOL0),
+        self._res = Table(kernel.Resources)
+        self._inst = Table(kernel.Instances)
+        self._accept = Table(kernel.Queue)
+        self._php = Table(kernel.Queue)
+        self._jobs = kernel.Jobs(
+            np.empty(_POOL0), np.empty(_POOL0), np.empty(_POOL0, dtype=np.int64), np.empty(_POOL0)
         )
-        # instances
-        self.i_res_ = _EMPTY_I.copy()
-        self.i_factor_ = _EMPTY_F.copy()
-        self.i_climit_ = _EMPTY_I.copy()
-        self.i_qlimit_ = _EMPTY_I.copy()
-        self.i_weight_ = _EMPTY_F.copy()
-        self.i_elig_ = np.empty(0, dtype=np.bool_)
-        self.i_active_ = _EMPTY_I.copy()
-        self.i_wait_ = _EMPTY_I.copy()
-        self.i_pos_ = _EMPTY_F.copy()
-        self.i_seq_ = _EMPTY_F.copy()
-        self.i_area_ = _EMPTY_F.copy()
-        """∫ (jobs in service + waiting) dt per instance: Little's L times elapsed time."""
-        self.i_tlast_ = _EMPTY_F.copy()
-        self.i_work_ = _EMPTY_F.copy()
-        """Capacity used by completed jobs (bytes × slowdown) per instance."""
-        self.i_rej_ = _EMPTY_I.copy()
-        """Refused requests (admission limit) per instance."""
-        self.i_plimit_ = _EMPTY_I.copy()
-        """php-fpm children (PHP pages served at once) per apache instance."""
-        self.i_pact_ = _EMPTY_I.copy()
-        self.i_pwait_ = _EMPTY_I.copy()
-        """PHP requests with a child, and waiting for one (holding their worker)."""
-        self.i_held_ = _EMPTY_I.copy()
-        """Workers held by idle kept-alive connections (apache's worker MPM)."""
-        self.i_warea_ = _EMPTY_F.copy()
-        """∫ (workers busy: serving, waiting for php-fpm, held by keep-alive) dt per instance."""
-        self.i_kat_ = _EMPTY_F.copy()
-        self.i_hold_ = np.empty(0, dtype=np.bool_)
-        self.i_apache_ = np.empty(0, dtype=np.bool_)
-        self.i_rwork_ = _EMPTY_F.copy()
-        self.i_bwork_ = _EMPTY_F.copy()
-        self.i_cwork_ = _EMPTY_F.copy()
-        """Work of a request on the instance: fixed + per byte × size (+ a new connection's,
-        + its PHP page's on an apache instance)."""
-        self._q_off = _EMPTY_I.copy()
-        self._q_capn = _EMPTY_I.copy()
-        self._qhead = _EMPTY_I.copy()
-        self._pq_off = _EMPTY_I.copy()
-        self._pq_capn = _EMPTY_I.copy()
-        self._pqhead = _EMPTY_I.copy()
-        self._qpool: tuple[NDArray[Any], ...] = (
-            np.empty(_POOL0),
-            np.empty(_POOL0),
-            np.empty(_POOL0, dtype=np.int64),
+        self._waiting = kernel.QueuePool(
+            np.empty(_POOL0), np.empty(_POOL0), np.empty(_POOL0, dtype=np.int64)
         )
-        self._iscal = np.zeros(2, dtype=np.int64)
-        self.scalars_ = _f(0.0, 0.0)
+        self._used = np.zeros(2, dtype=np.int64)
+        self._lb = _f(0.0, 0.0)
         self.page_work_ = _f(0.0)
         """Work of each PHP page (index 1 on; 0 is a static file's: none)."""
-        # closed-loop users: heap, position, key (next event time), tie-break, state, the
-        # instance of a kept-alive connection, when it closes, when the user sends after it,
-        # how many of its drawn requests it has sent
-        self._users: tuple[NDArray[Any], ...] = (
-            _NO_USERS, _NO_USERS, _EMPTY_F, _EMPTY_F, _NO_USERS, _NO_USERS, _EMPTY_F, _EMPTY_F,
-            _NO_USERS,
+        self._users = kernel.Users(
+            kernel.IndexedHeap(_EMPTY_I, _EMPTY_I, _EMPTY_F, _EMPTY_F),
+            _EMPTY_I, _EMPTY_I, _EMPTY_F, _EMPTY_F, _EMPTY_I,
         )  # fmt: skip
         self.keepalive = False
         self._draw: RequestDraws | None = None
-        self._draws: tuple[NDArray[Any], ...] = (
-            np.empty((0, 1)),
-            np.empty((0, 1), dtype=np.int64),
-            np.empty((0, 1)),
+        self._draws = kernel.Draws(
+            np.empty((0, 1)), np.empty((0, 1), dtype=np.int64), np.empty((0, 1))
         )
-        """Each user's requests drawn ahead (a row per user): sizes, pages, thinks."""
-        self._ucursor = np.zeros(5, dtype=np.int64)
-        """[requests the users sent, the user whose draws ran out, -, -, most requests]"""
+        self._sent = 0
+        self._max_sent = 0
+        self._marks = (_EMPTY_F, _EMPTY_I, _EMPTY_F)
+        """The instances' work, refusals and busy-worker area at the last ``take_interval``."""
 
-    # -- the kernel's argument groups --------------------------------------------------------
-    def _res(self) -> tuple[Any, ...]:
-        return (
-            self.r_cap_, self.r_jobcap_, self.r_perm_, self.r_n_, self.r_vtime_, self.r_tlast_,
-            self.r_busy_, self._r_off, self._r_capn, self.r_ovh_,
-        )  # fmt: skip
+    @property
+    def resources_(self) -> kernel.Resources:
+        """Per resource: capacity, jobs, virtual time, busy time (``kernel.Resources``)."""
+        return self._res.cols
 
-    def _inst(self) -> tuple[Any, ...]:
-        return (
-            self.i_res_, self.i_factor_, self.i_climit_, self.i_qlimit_, self.i_weight_,
-            self.i_elig_, self.i_active_, self.i_wait_, self.i_pos_, self.i_seq_, self.i_area_,
-            self.i_tlast_, self.i_work_, self.i_rej_, self.i_plimit_, self.i_pact_,
-            self.i_pwait_, self.i_held_, self.i_warea_, self.i_kat_, self.i_hold_,
-            self.i_apache_, self.i_rwork_, self.i_bwork_, self.i_cwork_,
-        )  # fmt: skip
+    @property
+    def instances_(self) -> kernel.Instances:
+        """Per instance: its resource, limits, weight, work done, areas (``kernel.Instances``)."""
+        return self._inst.cols
 
-    def _queues(self) -> tuple[Any, ...]:
-        return (
-            self._q_off, self._q_capn, self._qhead, *self._qpool, self._pq_off, self._pq_capn,
-            self._pqhead,
+    def _state(self) -> kernel.State:
+        return kernel.State(
+            self._res.cols, self._jobs, self._inst.cols, self._accept.cols, self._php.cols,
+            self._waiting, self._users, self._draws, self.page_work_, self._lb, self._used,
         )  # fmt: skip
 
     def _make_space(self) -> None:
         """Compact both pools and leave at least as much free space as is in use."""
-        self._r_off, self._jobs, self._iscal[0] = _compact(
-            self._r_off, self._r_capn, np.zeros_like(self.r_n_), self.r_n_, self._jobs
+        res = self._res.cols
+        res.off[:], self._jobs, self._used[0] = _compact(
+            res.off, res.capn, np.zeros_like(res.n), res.n, self._jobs
+        )
+        accept, php = self._accept.cols, self._php.cols
+        off, self._waiting, self._used[1] = _compact(
+            np.concatenate([accept.off, php.off]),
+            np.concatenate([accept.capn, php.capn]),
+            np.concatenate([accept.head, php.head]),
+            np.concatenate([accept.n, php.n]),
+            self._waiting,
         )
         n = self.n_instances
-        off, self._qpool, self._iscal[1] = _compact(
-            np.concatenate([self._q_off, self._pq_off]),
-            np.concatenate([self._q_capn, self._pq_capn]),
-            np.concatenate([self._qhead, self._pqhead]),
-            np.concatenate([self.i_wait_, self.i_pwait_]),
-            self._qpool,
-        )
-        self._q_off, self._pq_off = off[:n], off[n:]
-        self._qhead[:] = 0
-        self._pqhead[:] = 0
+        accept.off[:], php.off[:] = off[:n], off[n:]
+        accept.head[:] = 0
+        php.head[:] = 0
 
     # -- building ----------------------------------------------------------------------------
     @property
     def n_resources(self) -> int:
-        return int(self.r_cap_.size)
+        return len(self._res)
 
     @property
     def n_instances(self) -> int:
-        return int(self.i_res_.size)
+        return len(self._inst)
 
     def add_resource(
         self, capacity_bytes_per_s: float, job_cap_bytes_per_s: float = float("inf")
@@ -213,17 +151,9 @@ class EventCore:
         """A shared server of ``capacity_bytes_per_s`` split equally among its jobs, each job
         getting at most ``job_cap_bytes_per_s`` (for an apache instance's CPU: work in
         CPU-seconds, capacity in cores, one core per job). Returns its index."""
-        self.r_cap_ = np.append(self.r_cap_, float(capacity_bytes_per_s))
-        self.r_jobcap_ = np.append(self.r_jobcap_, float(job_cap_bytes_per_s))
-        self.r_perm_ = np.append(self.r_perm_, 0.0)
-        self.r_n_ = np.append(self.r_n_, 0)
-        self.r_vtime_ = np.append(self.r_vtime_, 0.0)
-        self.r_tlast_ = np.append(self.r_tlast_, self.now_s_)
-        self.r_busy_ = np.append(self.r_busy_, 0.0)
-        self.r_ovh_ = np.append(self.r_ovh_, 0.0)
-        self._r_off = np.append(self._r_off, 0)
-        self._r_capn = np.append(self._r_capn, 0)
-        return self.n_resources - 1
+        return self._res.append(
+            cap=capacity_bytes_per_s, jobcap=job_cap_bytes_per_s, tlast=self.now_s_
+        )
 
     def add_instance(
         self,
@@ -239,36 +169,21 @@ class EventCore:
         w = float(weight)
         if self.n_instances >= kernel.MAX_INSTANCES:
             raise ValueError(f"at most {kernel.MAX_INSTANCES} instances")
-        self.i_res_ = np.append(self.i_res_, resource)
-        self.i_factor_ = np.append(self.i_factor_, 1.0)
-        self.i_climit_ = np.append(
-            self.i_climit_, NO_LIMIT if concurrency_limit is None else concurrency_limit
+        self._accept.append()
+        self._php.append()
+        return self._inst.append(
+            res=resource,
+            factor=1.0,
+            climit=NO_LIMIT if concurrency_limit is None else concurrency_limit,
+            qlimit=-1 if queue_limit is None else queue_limit,
+            weight=w,
+            elig=eligible,
+            pos=self._fresh_position(w),
+            seq=-1.0e12 + self.n_instances,  # before any pick: the lowest index first
+            tlast=self.now_s_,
+            plimit=NO_LIMIT,
+            bwork=1.0,
         )
-        self.i_qlimit_ = np.append(self.i_qlimit_, -1 if queue_limit is None else queue_limit)
-        self.i_weight_ = np.append(self.i_weight_, w)
-        self.i_elig_ = np.append(self.i_elig_, bool(eligible))
-        self.i_active_ = np.append(self.i_active_, 0)
-        self.i_wait_ = np.append(self.i_wait_, 0)
-        self.i_pos_ = np.append(self.i_pos_, self._fresh_position(w))
-        self.i_seq_ = np.append(self.i_seq_, -1.0e12 + self.n_instances)
-        self.i_area_ = np.append(self.i_area_, 0.0)
-        self.i_tlast_ = np.append(self.i_tlast_, self.now_s_)
-        self.i_work_ = np.append(self.i_work_, 0.0)
-        self.i_rej_ = np.append(self.i_rej_, 0)
-        self.i_plimit_ = np.append(self.i_plimit_, NO_LIMIT)
-        self.i_pact_ = np.append(self.i_pact_, 0)
-        self.i_pwait_ = np.append(self.i_pwait_, 0)
-        self.i_held_ = np.append(self.i_held_, 0)
-        self.i_warea_ = np.append(self.i_warea_, 0.0)
-        self.i_kat_ = np.append(self.i_kat_, 0.0)
-        self.i_hold_ = np.append(self.i_hold_, False)
-        self.i_apache_ = np.append(self.i_apache_, False)
-        self.i_rwork_ = np.append(self.i_rwork_, 0.0)
-        self.i_bwork_ = np.append(self.i_bwork_, 1.0)
-        self.i_cwork_ = np.append(self.i_cwork_, 0.0)
-        for name in ("_q_off", "_q_capn", "_qhead", "_pq_off", "_pq_capn", "_pqhead"):
-            setattr(self, name, np.append(getattr(self, name), 0))
-        return self.n_instances - 1
 
     def set_server(
         self,
@@ -286,25 +201,26 @@ class EventCore:
         children; a closed-loop user's kept-alive connection stays open
         ``keepalive_timeout_s`` after each answer, holding a worker while idle when
         ``idle_holds_worker`` (the worker MPM). Its concurrency limit is its workers."""
-        self.i_apache_[instance] = True
-        self.i_rwork_[instance] = request_work
-        self.i_bwork_[instance] = work_per_byte
-        self.i_cwork_[instance] = connection_work
-        self.i_hold_[instance] = idle_holds_worker
+        inst = self._inst.cols
+        inst.apache[instance] = True
+        inst.rwork[instance] = request_work
+        inst.bwork[instance] = work_per_byte
+        inst.cwork[instance] = connection_work
+        inst.hold[instance] = idle_holds_worker
         self.set_keepalive_timeout(instance, keepalive_timeout_s)
         self.set_php_children(instance, php_children)
 
     def set_keepalive_timeout(self, instance: int, seconds: float) -> None:
         """From now on, connections answered by ``instance`` stay open this long idle."""
-        self.i_kat_[instance] = seconds
+        self._inst.cols.kat[instance] = seconds
 
     def set_php_children(self, instance: int, children: int) -> None:
-        self.i_plimit_[instance] = children
+        self._inst.cols.plimit[instance] = children
         self._admit_waiting()
 
     def set_overhead(self, resource: int, per_job: float) -> None:
         """Divide the per-job rate of ``resource`` by 1 + ``per_job`` × its jobs."""
-        self.r_ovh_[resource] = per_job
+        self._res.cols.ovh[resource] = per_job
 
     def set_pages(self, work: Sequence[float]) -> None:
         """The work of PHP pages 1, 2, ... on an apache instance (before its slowdown)."""
@@ -327,63 +243,68 @@ class EventCore:
         apache instance open between requests (``set_server``); elsewhere, and without it,
         each request is a new connection the balancer dispatches."""
         n = int(first_s.size)
-        heap = np.arange(n, dtype=np.int64)
-        k1 = np.asarray(first_s, dtype=np.float64).copy()
-        pos = np.empty(n, dtype=np.int64)
-        kernel._ih_build(heap, pos, k1, np.arange(n, dtype=np.float64), n)
-        self._users = (
-            heap, pos, k1, np.arange(n, dtype=np.float64), np.zeros(n, dtype=np.int64),
-            np.full(n, -1, dtype=np.int64), np.zeros(n), np.zeros(n), np.zeros(n, dtype=np.int64),
+        queue = kernel.IndexedHeap(
+            np.empty(n, dtype=np.int64),
+            np.empty(n, dtype=np.int64),
+            np.asarray(first_s, dtype=np.float64).copy(),
+            np.arange(n, dtype=np.float64),
+        )
+        kernel.build_heap(queue)
+        self._users = kernel.Users(
+            queue, np.zeros(n, dtype=np.int64), np.full(n, -1, dtype=np.int64), np.zeros(n),
+            np.zeros(n), np.zeros(n, dtype=np.int64),
         )  # fmt: skip
         self.keepalive = keepalive
         self._draw = draw
         rows = [draw(u) for u in range(n)]
-        self._draws = tuple(
+        self._draws = kernel.Draws._make(
             np.ascontiguousarray(np.stack([row[k] for row in rows]).reshape(n, -1))
             for k in range(3)
         )
-        self._ucursor[:] = (0, 0, 0, 0, max_requests)
+        self._sent, self._max_sent = 0, max_requests
 
     @property
     def requests_sent(self) -> int:
         """Requests the closed-loop users have sent."""
-        return int(self._ucursor[0])
+        return self._sent
 
     def _more_draws(self, user: int) -> None:
         """User ``user``'s next requests (it has sent, and had answered, all it had)."""
         assert self._draw is not None
         for have, more in zip(self._draws, self._draw(user), strict=True):
             have[user] = more
-        self._users[8][user] = 0
+        self._users.sent[user] = 0
 
     def _fresh_position(self, weight: float) -> float:
         step = 1.0 if self.algorithm == "plain_rr" else 1.0 / max(weight, 1e-300)
-        return float(self.scalars_[0]) + 0.5 * step
+        return float(self._lb[0]) + 0.5 * step
 
     # -- changing ----------------------------------------------------------------------------
     def set_weight(self, instance: int, weight: float) -> None:
         """Change a weight; the instance keeps its place in the round-robin cycle, rescaled."""
-        old = float(self.i_weight_[instance])
+        inst = self._inst.cols
+        old = float(inst.weight[instance])
         w = float(weight)
         if self.algorithm == "weighted_rr" and old > 0 and w > 0:
-            vpass = float(self.scalars_[0])
-            self.i_pos_[instance] = vpass + (self.i_pos_[instance] - vpass) * old / w
+            vpass = float(self._lb[0])
+            inst.pos[instance] = vpass + (inst.pos[instance] - vpass) * old / w
         elif old <= 0 < w:
-            self.i_pos_[instance] = self._fresh_position(w)
-        self.i_weight_[instance] = w
+            inst.pos[instance] = self._fresh_position(w)
+        inst.weight[instance] = w
 
     def set_eligible(self, instance: int, eligible: bool) -> None:
         """Whether the balancer may send new requests to ``instance`` (booted, not removed)."""
-        if eligible and not self.i_elig_[instance]:
-            self.i_pos_[instance] = self._fresh_position(float(self.i_weight_[instance]))
-        self.i_elig_[instance] = eligible
+        inst = self._inst.cols
+        if eligible and not inst.elig[instance]:
+            inst.pos[instance] = self._fresh_position(float(inst.weight[instance]))
+        inst.elig[instance] = eligible
 
     def set_permanent_jobs(self, resource: int, jobs: float) -> None:
         """Antagonist streams that share ``resource`` like jobs that never finish."""
-        self.r_perm_[resource] = jobs
+        self._res.cols.perm[resource] = jobs
 
     def set_capacity(self, resource: int, capacity_bytes_per_s: float) -> None:
-        self.r_cap_[resource] = capacity_bytes_per_s
+        self._res.cols.cap[resource] = capacity_bytes_per_s
 
     @staticmethod
     def capacity_code(resource: int) -> int:
@@ -391,74 +312,65 @@ class EventCore:
         return -resource - 1
 
     def set_concurrency_limit(self, instance: int, limit: int | None) -> None:
-        self.i_climit_[instance] = NO_LIMIT if limit is None else limit
+        self._inst.cols.climit[instance] = NO_LIMIT if limit is None else limit
         self._admit_waiting()
 
     def set_queue_limit(self, instance: int, limit: int | None) -> None:
         """Refuse requests beyond ``limit`` in the instance (busy workers + waiting)."""
-        self.i_qlimit_[instance] = -1 if limit is None else limit
+        self._inst.cols.qlimit[instance] = -1 if limit is None else limit
 
     def _admit_waiting(self) -> None:
-        while (
-            kernel.admit_waiting(
-                self._res(),
-                self._jobs,
-                self._inst(),
-                self._queues(),
-                self.page_work_,
-                self._iscal,
-                self.now_s_,
-            )
-            != kernel.OK
-        ):
+        while kernel.admit_waiting(self._state(), self.now_s_) != kernel.OK:
             self._make_space()
 
     def close_kept_alive(self, instance: int) -> int:
         """Close ``instance``'s idle kept-alive connections and free the workers they held
         (waiting requests take them at the next limit change or departure); returns how many
         were closed."""
-        return int(kernel.close_kept_alive(instance, self._inst(), self._users))
+        return int(kernel.close_kept_alive(instance, self._state()))
 
     def drop_jobs(self, instance: int) -> int:
         """Abort every request ``instance`` has (in service or waiting) and close its kept-alive
         connections; returns how many requests were aborted."""
-        dropped = kernel.drop_instance(
-            instance,
-            self.now_s_,
-            self._res(),
-            self._jobs,
-            self._inst(),
-            self._queues(),
-            self._users,
-            self._draws,
-        )
-        return int(dropped)
+        return int(kernel.drop_instance(instance, self.now_s_, self._state()))
 
     def in_system(self) -> NDArray[np.int64]:
         """Requests holding a worker or waiting for one, per instance."""
-        return self.i_active_ + self.i_wait_
+        return self._inst.cols.active + self._accept.cols.n
 
     def busy_workers(self) -> NDArray[np.int64]:
         """Workers busy per instance: serving, waiting for php-fpm, or held by keep-alive."""
-        return self.i_active_ + self.i_held_
+        return self._inst.cols.active + self._inst.cols.held
 
     def oldest_start_s(self) -> NDArray[np.float64]:
         """Per instance, the arrival time of its oldest request in service or waiting (probes
         left out); ``inf`` for an instance that holds none."""
-        out: NDArray[np.float64] = kernel.oldest_start(
-            self.r_n_,
-            self._r_off,
-            self._jobs[1],
-            self._jobs[2],
-            self.i_wait_,
-            self._q_off,
-            self._qhead,
-            self.i_pwait_,
-            self._pq_off,
-            self._pqhead,
-            self._qpool[0],
-        )
+        out = np.empty(self.n_instances)
+        kernel.oldest_start(self._state(), out)
         return out
+
+    def take_interval(self, records: Sequence[Records], quantiles: Sequence[float]) -> Interval:
+        """What ``records`` (every ``run``'s since the last call, in order) and the instances'
+        counters add up to since the last call, and what the instances hold at its end."""
+        inst = self._inst.cols
+        n = self.n_instances
+        work, refused, warea = self._marks
+        self._marks = (inst.work.copy(), inst.rej.copy(), inst.warea.copy())
+        probe_sum, probe_count = np.zeros(n), np.zeros(n)
+        for r in records:
+            k = r.probe_count.size
+            probe_sum[:k] += r.probe_sum_s
+            probe_count[:k] += r.probe_count
+        return Interval(
+            stats=interval_stats([r for r in records if len(r)], n, quantiles),
+            work=inst.work - _padded(work, n),
+            refused=inst.rej - _padded(refused, n),
+            busy_worker_s=inst.warea - _padded(warea, n),
+            probe_sum_s=probe_sum,
+            probe_count=probe_count,
+            in_system=self.in_system(),
+            oldest_start_s=self.oldest_start_s(),
+        )
 
     # -- running -----------------------------------------------------------------------------
     def run(
@@ -482,21 +394,16 @@ class EventCore:
         n_max = (
             arrival_s.size
             + probe_s.size
-            + int(self.r_n_.sum())
-            + int(self.i_wait_.sum() + self.i_pwait_.sum())
-            + 2 * self._users[0].size
+            + int(self._res.cols.n.sum())
+            + int(self._accept.cols.n.sum() + self._php.cols.n.sum())
+            + 2 * self._users.sent.size
         )
-        out: tuple[NDArray[Any], ...] = (
-            np.empty(n_max, dtype=np.int64),
-            np.empty(n_max),
-            np.empty(n_max),
-            np.empty(n_max),
-        )
+        out = _output(n_max)
         probe_rt = np.zeros((2, self.n_instances))
-        cursor = np.zeros(9, dtype=np.int64)
-        cursor[4:] = self._ucursor
+        cursor = np.zeros(kernel.CURSOR_SIZE, dtype=np.int64)
+        cursor[kernel.SENT], cursor[kernel.MAX_SENT] = self._sent, self._max_sent
         pages = np.zeros(arrival_s.size, dtype=np.int64) if arrival_page is None else arrival_page
-        args = (
+        sched = kernel.Schedule(
             np.ascontiguousarray(arrival_s, dtype=np.float64),
             np.ascontiguousarray(size_bytes, dtype=np.float64),
             np.ascontiguousarray(pages, dtype=np.int64),
@@ -508,41 +415,47 @@ class EventCore:
             np.ascontiguousarray(change_factor, dtype=np.float64),
         )
         algo = _ALGO[self.algorithm]
+        seg = _segment(self.n_resources, self.n_instances)
         # the open loop over servers that are not apache runs a version compiled without
-        # workers' pools, keep-alive and users (see ``kernel.run_segment``)
-        extended = 1 if self._users[0].size or self.i_apache_.any() else None
+        # workers' pools, keep-alive, overhead and users (see ``kernel.run_segment``)
+        ext = self._users.sent.size or self._inst.cols.apache.any() or self._res.cols.ovh.any()
+        extended = 1 if ext else None
         while True:
             status = kernel.run_segment(
-                float(t_end_s),
-                algo,
-                extended,
-                self.keepalive,
-                *args,
-                cursor,
-                self._res(),
-                self._jobs,
-                self._inst(),
-                self._queues(),
-                self._users,
-                self._draws,
-                self.page_work_,
-                self.scalars_,
-                self._iscal,
-                out,
-                probe_rt,
-            )
-            self._ucursor[:] = cursor[4:]
+                float(t_end_s), algo, extended, self.keepalive, sched, cursor, self._state(), seg,
+                out, probe_rt,
+            )  # fmt: skip
+            self._sent = int(cursor[kernel.SENT])
             if status == kernel.OK:
                 break
             if status == kernel.NEED_SPACE:
                 self._make_space()
             elif status == kernel.NEED_DRAWS:
-                self._more_draws(int(cursor[5]))
+                self._more_draws(int(cursor[kernel.NEEDY]))
             else:  # NEED_OUT
-                out = tuple(np.concatenate([a, np.empty_like(a)]) for a in out)
+                out = kernel.Output._make(np.concatenate([a, np.empty_like(a)]) for a in out)
         self.now_s_ = float(t_end_s)
-        n = int(cursor[3])
-        return Records(out[0][:n], out[1][:n], out[2][:n], out[3][:n], probe_rt[0], probe_rt[1])
+        n = int(cursor[kernel.WRITTEN])
+        return Records(
+            out.inst[:n], out.start[:n], out.rt[:n], out.size[:n], probe_rt[0], probe_rt[1]
+        )
+
+
+def _output(n: int) -> kernel.Output:
+    return kernel.Output(np.empty(n, dtype=np.int64), np.empty(n), np.empty(n), np.empty(n))
+
+
+def _heap(n: int) -> kernel.IndexedHeap:
+    return kernel.IndexedHeap(
+        np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64), np.empty(n), np.empty(n)
+    )
+
+
+def _segment(n_resources: int, n_instances: int) -> kernel.Segment:
+    """What ``kernel.run_segment`` derives from the state as each call starts."""
+    return kernel.Segment(
+        np.empty(n_resources), np.empty(n_instances), _heap(n_resources), _heap(n_instances)
+    )
 
 
 @dataclass(frozen=True)
@@ -555,6 +468,30 @@ class IntervalStats:
     rt_sum_s: NDArray[np.float64]
     rt_quantiles_s: NDArray[np.float64]
     unrouted: int
+
+
+@dataclass(frozen=True)
+class Interval:
+    """What one interval added up to per instance (``EventCore.take_interval``)."""
+
+    stats: IntervalStats
+    work: NDArray[np.float64]
+    """Capacity the jobs completed used (work × slowdown)."""
+    refused: NDArray[np.int64]
+    busy_worker_s: NDArray[np.float64]
+    """∫ busy workers dt (apache instances; 0 elsewhere)."""
+    probe_sum_s: NDArray[np.float64]
+    """The times of the probes completed, added up, and how many."""
+    probe_count: NDArray[np.float64]
+    in_system: NDArray[np.int64]
+    """At the interval's end: requests holding a worker or waiting for one,"""
+    oldest_start_s: NDArray[np.float64]
+    """and when the oldest of them arrived (``inf``: none)."""
+
+
+def _padded(a: NDArray[T], n: int) -> NDArray[T]:
+    """``a`` with 0 for the instances added since (n in all)."""
+    return np.pad(a, (0, n - a.size))
 
 
 def interval_stats(
@@ -589,10 +526,11 @@ def _compact(
     capn: NDArray[np.int64],
     live_from: NDArray[np.int64],
     live_n: NDArray[np.int64],
-    arrays: tuple[NDArray[Any], ...],
-) -> tuple[NDArray[np.int64], tuple[NDArray[Any], ...], int]:
+    arrays: P,
+) -> tuple[NDArray[np.int64], P, int]:
     """Copy each slab's live entries to the front of fresh, larger arrays (slabs keep their
-    capacity; live entries start at the slab's offset). Returns new offsets, arrays, used."""
+    capacity; live entries start at the slab's offset). Returns new offsets, the arrays (a
+    named tuple of the same kind), used."""
     new_off = np.concatenate([[0], np.cumsum(capn)[:-1]]).astype(np.int64)
     used = int(capn.sum())
     size = 2 * used + 2 * int(capn.max(initial=0)) + _POOL0
@@ -606,4 +544,4 @@ def _compact(
         b = np.empty(size, dtype=a.dtype)
         b[dst] = a[src]
         new.append(b)
-    return new_off, tuple(new), used
+    return new_off, type(arrays)._make(new), used

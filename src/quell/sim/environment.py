@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -53,20 +54,10 @@ from quell.scenario.model import (
     Scenario,
     StressNg,
 )
-from quell.scenario.schedule import build_schedule
 from quell.scenario.service import ServiceModel
-from quell.sim.core import MAX_PAGES, Algorithm, EventCore, Records, interval_stats
-from quell.sim.service import (
-    MAX_TAKEN_SHARE,
-    ClosedLoopDraws,
-    apache_cpus,
-    closed_loop_paths,
-    draw_sizes,
-    interference_changes,
-    memory_factor,
-    page_index,
-    slowdown_changes,
-)
+from quell.sim.core import MAX_PAGES, Algorithm, EventCore, Records
+from quell.sim.service import MAX_TAKEN_SHARE, apache_cpus, memory_factor, plan_service
+from quell.sim.table import Table
 from quell.store.run import RequestRecord
 from quell.workload.schedule import RequestSchedule
 from quell.workload.spec import ClosedLoopSpec
@@ -86,6 +77,34 @@ php-fpm child, or held by an idle kept-alive connection): server-status' BusyWor
 
 # instance states
 BOOTING, SERVING, DRAINING, GONE = 0, 1, 2, 3
+
+
+class InstanceState(NamedTuple):
+    """What ``SimEnvironment`` keeps per instance beside the event core's state
+    (``EventCore.instances_``), a row per instance in the core's order."""
+
+    host: NDArray[np.object_]  # its host's id
+    state: NDArray[np.int64]  # BOOTING, SERVING, DRAINING, GONE
+    maxconn: NDArray[np.int64]  # its HAProxy maxconn (0: no cap)
+    capacity: NDArray[np.float64]  # what util_pct is a share of (bytes/s, or cores)
+    slow: NDArray[np.float64]  # its service.slowdown factor in force
+    cpu: NDArray[np.float64]  # its slowdown by its host's CPU antagonists and memory pressure
+    apache: NDArray[np.object_]  # its ApacheSettings in force (None: not an apache instance)
+    dropped: NDArray[np.int64]  # requests aborted since the last snapshot (RemoveInstance)
+    probe_phase: NDArray[np.float64]  # its probes' phase in the probe period (drawn once)
+    probe_next: NDArray[np.float64]  # its next probe (inf: not probing: booting, removed)
+
+
+class LinkState(NamedTuple):
+    """Per event-core resource: its nominal capacity and what neighbours with a bitrate take."""
+
+    nominal: NDArray[np.float64]
+    iperf: NDArray[np.float64]  # bytes/s taken by running iperf3 antagonists with a bitrate
+    interference: NDArray[np.float64]  # bytes/s taken by service.interference sources on
+    taken: NDArray[np.float64]  # bytes/s taken in all (capped)
+    taken_area: NDArray[np.float64]  # ∫ taken dt since the last snapshot,
+    taken_t: NDArray[np.float64]  # brought up to this time
+    fill: NDArray[np.float64]  # work of unlimited iperf3 streams since the last snapshot
 
 
 class SimEnvironment:
@@ -114,19 +133,20 @@ class SimEnvironment:
         svc = scenario.service or ServiceModel()
         self.service_ = svc
         self.boot_s_ = scenario.scaling.boot_s if scenario.scaling else DEFAULT_BOOT_S
-        arrival = scenario.workload.arrival
-        self.closed_loop_ = isinstance(arrival, ClosedLoopSpec)
-        if schedule is None:
-            schedule = (
-                closed_loop_paths(scenario)
-                if self.closed_loop_
-                else build_schedule(scenario, base_dir)
-            )
-        self.schedule_ = schedule
+        problems = []
+        if len(scenario.pages) > MAX_PAGES:
+            problems.append(Problem("pages", f"the simulator models at most {MAX_PAGES} PHP pages"))
+        try:
+            plan = plan_service(scenario, base_dir, schedule)
+        except InputError as exc:
+            problems.extend(exc.problems)
+        if problems:
+            raise InputError(scenario.name, problems)
+        self.closed_loop_ = plan.users is not None
+        self.schedule_ = plan.schedule
         """The request schedule; for closed-loop users, none (no times: only the paths)."""
-        self.sizes_bytes_ = draw_sizes(svc.size, self.schedule_.size_bytes, scenario.seed)
-        self._pages = page_index(scenario, self.schedule_.paths)
-        self._arr_pages = self._pages[self.schedule_.path_index]
+        self.sizes_bytes_ = plan.sizes_bytes
+        self._arr_pages = plan.pages[self.schedule_.path_index]
         algorithm: Algorithm = svc.dispatch or (
             "leastconn" if scenario.load_balancer.algorithm == "leastconn" else "weighted_rr"
         )
@@ -134,86 +154,29 @@ class SimEnvironment:
         self.core_.set_pages(
             [p.touches * svc.apache.touch_cpu_s for p in scenario.pages[:MAX_PAGES]]
         )
-        # resources: nominal capacity, and what neighbours with a bitrate take of it
-        self._nominal = np.empty(0)
-        self._ip_taken = np.empty(0)
-        """bytes/s taken by running iperf3 antagonists with a bitrate, per resource"""
-        self._interf = np.empty(0)
-        """bytes/s taken by ``service.interference`` sources that are on, per resource"""
-        self._taken = np.empty(0)
-        """bytes/s taken in all (capped), the area under it since the last snapshot, and the time
-        the area was brought up to; ``_fill``: work of unlimited iperf3 streams"""
-        self._taken_area = np.empty(0)
-        self._taken_t = np.empty(0)
-        self._fill = np.empty(0)
+        self._links = Table(LinkState)
         self._host_resource: dict[str, int] = {}
         for h in scenario.hosts:
             if h.link_mbit is not None:
                 self._host_resource[h.id] = self._new_resource(h.link_mbit * 1e6 / 8.0)
-        # instances
         self.instance_ids_: list[str] = []
         self._index: dict[str, int] = {}
-        self._state: list[int] = []
-        self._host_of: list[str] = []
-        self._maxconn: list[int | None] = []
-        """each instance's HAProxy maxconn (None: no cap)"""
-        self._capacity: list[float] = []
-        self._slow: list[float] = []
-        self._cpu: list[float] = []
-        self._apache: list[ApacheSettings | None] = []
-        """each instance's apache settings in force (None: not an apache instance)"""
+        self._instances = Table(InstanceState)
+        self._running: set[str] = set()
+        """the antagonists running"""
+        self._booting: dict[int, float] = {}
         self._reload_end: dict[int, float] = {}
         """apache instances reloading (a graceful ReconfigureServer): when it ends"""
-        self._last_warea = np.empty(0)
-        self._dropped: list[int] = []
-        self._probe_sum = np.empty(0)
-        self._probe_n = np.empty(0)
-        """per instance: the times of the probes completed in the interval so far, added up,
-        and how many"""
-        self._last_work = np.empty(0)
-        self._last_rej = np.empty(0, dtype=np.int64)
-        self._probe_phase = np.empty(0)
-        self._probe_next = np.empty(0)
-        """time of each instance's next probe (``inf``: not probing: booting, removed, no probe)"""
         self._probe_rng = component_rng(scenario.seed, "sim/probes")
-        self._running: set[str] = set()
-        self._booting: dict[int, float] = {}
-        problems: list[Problem] = []
-        if len(scenario.pages) > MAX_PAGES:
-            problems.append(Problem("pages", f"the simulator models at most {MAX_PAGES} PHP pages"))
-        for k, inst in enumerate(scenario.instances):
+        for inst, cpus in zip(scenario.instances, plan.cpus, strict=True):
             apache = (inst.apache or ApacheSettings()) if inst.server == "apache" else None
-            if (
-                apache is None
-                and inst.host not in self._host_resource
-                and svc.capacity_bytes_per_s is None
-            ):
-                problems.append(
-                    Problem(
-                        f"instances[{k}]",
-                        f"host {inst.host!r} has no link_mbit: set service.capacity_bytes_per_s",
-                    )
-                )
-                continue
-            cpus = apache_cpus(svc.apache, inst, scenario.host(inst.host))
             i = self._add(inst.id, inst.host, inst.weight, inst.maxconn, True, apache, cpus)
             self._start_probes(i, 0.0)
-        try:
-            it_t, it_h, it_level = interference_changes(
-                svc.interference, scenario.hosts, scenario.duration_s, scenario.seed
-            )
-        except InputError as exc:
-            problems.extend(exc.problems)
-            it_t, it_h, it_level = np.empty(0), np.empty(0, dtype=np.int64), np.empty(0)
-        if problems:
-            raise InputError(scenario.name, problems)
+        it_t, it_h, it_level = plan.interference
         host_res = np.asarray([self._host_resource.get(h.id, -1) for h in scenario.hosts])
         self._it_t, self._it_r, self._it_level = it_t, host_res[it_h], it_level
         self._it_cursor = 0
-        ct, ci, cf = slowdown_changes(
-            svc.slowdown, self.instance_ids_, scenario.duration_s, scenario.seed
-        )
-        self._chg_t, self._chg_i, self._chg_f = ct, ci, cf
+        self._chg_t, self._chg_i, self._chg_f = plan.slowdown
         self._chg_cursor = 0
         self._now_changes: list[tuple[int, float]] = []
         self._arr_cursor = 0
@@ -225,15 +188,22 @@ class SimEnvironment:
         """With ``log_capacity``, per snapshot: each link host's mean capacity left by neighbours
         with a bitrate over the interval (bytes/s, in ``scenario.hosts`` order; NaN for hosts
         without a link) — what the oracle computes from the scenario."""
-        if isinstance(arrival, ClosedLoopSpec):
-            draws = ClosedLoopDraws(scenario, self.schedule_, self._pages)
+        arrival = scenario.workload.arrival
+        if plan.users is not None and isinstance(arrival, ClosedLoopSpec):
             first = np.arange(arrival.users, dtype=np.float64) * (arrival.ramp_s / arrival.users)
-            self.core_.add_users(first, arrival.keepalive, draws, scenario.workload.max_requests)
+            self.core_.add_users(
+                first, arrival.keepalive, plan.users, scenario.workload.max_requests
+            )
         mode = svc.request_log
         most = scenario.workload.max_requests if self.closed_loop_ else len(self.schedule_)
         self.request_log_ = mode == "on" or (mode == "auto" and most <= AUTO_LOG_MAX_REQUESTS)
         self._log: list[Records] = []
         self._closed = False
+
+    @property
+    def instances_(self) -> InstanceState:
+        """Per instance: host, state, limits, slowdown, settings, probes (``InstanceState``)."""
+        return self._instances.cols
 
     # -- building ----------------------------------------------------------------------------
     def _job_cap(self) -> float:
@@ -242,19 +212,12 @@ class SimEnvironment:
             return svc.capacity_bytes_per_s / svc.workers
         return float("inf")
 
-    def _new_resource(self, capacity: float) -> int:
-        r = self.core_.add_resource(capacity, self._job_cap())
-        self._track_resource(capacity)
+    def _new_resource(self, capacity: float, job_cap: float | None = None) -> int:
+        """A resource of the event core, and its row of ``LinkState``."""
+        cap = self._job_cap() if job_cap is None else job_cap
+        r = self.core_.add_resource(capacity, cap)
+        self._links.append(nominal=capacity, taken_t=self.core_.now_s_)
         return r
-
-    def _track_resource(self, capacity: float) -> None:
-        self._nominal = np.append(self._nominal, capacity)
-        self._ip_taken = np.append(self._ip_taken, 0.0)
-        self._interf = np.append(self._interf, 0.0)
-        self._taken = np.append(self._taken, 0.0)
-        self._taken_area = np.append(self._taken_area, 0.0)
-        self._taken_t = np.append(self._taken_t, self.core_.now_s_)
-        self._fill = np.append(self._fill, 0.0)
 
     def _add(
         self,
@@ -272,11 +235,10 @@ class SimEnvironment:
         svc = self.service_
         if apache is not None:
             cap = cpus
-            r = self.core_.add_resource(cpus, 1.0)  # one core at most per request
-            self._track_resource(cpus)
+            r = self._new_resource(cpus, 1.0)  # one core at most per request
         elif host in self._host_resource:
             r = self._host_resource[host]
-            cap = float(self._nominal[r])
+            cap = float(self._links.cols.nominal[r])
         else:
             assert svc.capacity_bytes_per_s is not None
             cap = svc.capacity_bytes_per_s
@@ -289,8 +251,17 @@ class SimEnvironment:
             queue_limit=self._queue_limit(apache),
             eligible=serving,
         )
-        self._apache.append(apache)
-        self._last_warea = np.append(self._last_warea, 0.0)
+        probe = self.scenario.probe
+        self._instances.append(
+            host=host,
+            state=SERVING if serving else BOOTING,
+            maxconn=maxconn or 0,
+            capacity=cap,
+            slow=1.0,
+            apache=apache,
+            probe_phase=self._probe_rng.uniform(0.0, probe.period_s) if probe else np.inf,
+            probe_next=np.inf,
+        )
         if apache is not None:
             model = svc.apache
             self.core_.set_server(
@@ -304,23 +275,10 @@ class SimEnvironment:
             )
         self.instance_ids_.append(iid)
         self._index[iid] = i
-        self._state.append(SERVING if serving else BOOTING)
-        self._host_of.append(host)
-        self._maxconn.append(maxconn)
-        self._capacity.append(cap)
-        self._slow.append(1.0)
-        self._cpu.append(self._cpu_factor(i, host))
-        self._dropped.append(0)
-        self._probe_sum = np.append(self._probe_sum, 0.0)
-        self._probe_n = np.append(self._probe_n, 0.0)
-        self._last_work = np.append(self._last_work, 0.0)
-        self._last_rej = np.append(self._last_rej, 0)
-        probe = self.scenario.probe
-        phase = self._probe_rng.uniform(0.0, probe.period_s) if probe else np.inf
-        self._probe_phase = np.append(self._probe_phase, phase)
-        self._probe_next = np.append(self._probe_next, np.inf)
-        if self._cpu[-1] != 1.0:
-            self.core_.i_factor_[i] = self._cpu[-1]
+        cpu = self._cpu_factor(i)
+        self.instances_.cpu[i] = cpu
+        if cpu != 1.0:
+            self.core_.instances_.factor[i] = cpu
         return i
 
     def _concurrency_limit(
@@ -345,24 +303,24 @@ class SimEnvironment:
 
     def _start_probes(self, i: int, serving_from_s: float) -> None:
         """Instance i's probes: one per ``probe.period_s`` from ``serving_from_s`` + its phase."""
-        self._probe_next[i] = serving_from_s + self._probe_phase[i]
+        self.instances_.probe_next[i] = serving_from_s + self.instances_.probe_phase[i]
 
-    def _cpu_factor(self, i: int, host: str) -> float:
+    def _cpu_factor(self, i: int) -> float:
         """Instance i's slowdown by its host (stress-ng's workers) and, for an apache
         instance, its memory pressure; sets an apache instance's overhead per worker."""
         svc = self.service_
-        running = getattr(self, "_running", ())
+        host = self.instances_.host[i]
         workers = sum(
             a.workers if isinstance(a, StressNg) else 1  # a clamscan: one CPU-bound worker
             for a in self.scenario.antagonists
-            if isinstance(a, StressNg | ClamScan) and a.host == host and a.id in running
+            if isinstance(a, StressNg | ClamScan) and a.host == host and a.id in self._running
         )
         factor = 1.0 + svc.stress_ng_slowdown_per_worker * workers
-        apache = self._apache[i]
+        apache = self.instances_.apache[i]
         if apache is not None:
             model = svc.apache
             overhead = model.worker_overhead + model.worker_overhead_per_stress_ng_worker * workers
-            self.core_.set_overhead(int(self.core_.i_res_[i]), overhead)
+            self.core_.set_overhead(int(self.core_.instances_.res[i]), overhead)
             factor *= memory_factor(model, apache)
         return factor
 
@@ -370,17 +328,19 @@ class SimEnvironment:
     def _set_taken(self, r: int, t: float) -> float:
         """Make resource r's taken capacity follow its iperf3 and interference levels from
         ``t`` on; returns the capacity left for the instances."""
-        new = min(self._ip_taken[r] + self._interf[r], MAX_TAKEN_SHARE * self._nominal[r])
-        self._taken_area[r] += self._taken[r] * (t - self._taken_t[r])
-        self._taken_t[r] = t
-        self._taken[r] = new
-        return float(self._nominal[r] - new)
+        link = self._links.cols
+        new = min(link.iperf[r] + link.interference[r], MAX_TAKEN_SHARE * link.nominal[r])
+        link.taken_area[r] += link.taken[r] * (t - link.taken_t[r])
+        link.taken_t[r] = t
+        link.taken[r] = new
+        return float(link.nominal[r] - new)
 
     def _flush_taken(self, t: float) -> None:
-        if not self._taken.any():  # nothing taken: no area to add, and no time to keep
+        link = self._links.cols
+        if not link.taken.any():  # nothing taken: no area to add, and no time to keep
             return
-        self._taken_area += self._taken * (t - self._taken_t)
-        self._taken_t[:] = t
+        link.taken_area[:] += link.taken * (t - link.taken_t)
+        link.taken_t[:] = t
 
     def _interference_until(
         self, t_next: float
@@ -397,7 +357,7 @@ class SimEnvironment:
         for k, (t, r, level) in enumerate(
             zip(times.tolist(), res.tolist(), self._it_level[k0:k1].tolist(), strict=True)
         ):
-            self._interf[r] = level
+            self._links.cols.interference[r] = level
             caps[k] = self._set_taken(r, t)
         return times, np.asarray([EventCore.capacity_code(r) for r in res.tolist()]), caps
 
@@ -410,11 +370,11 @@ class SimEnvironment:
         for _, i in done:
             del self._reload_end[i]
         done.sort()
-        res = [int(self.core_.i_res_[i]) for _, i in done]
+        res = [int(self.core_.instances_.res[i]) for _, i in done]
         return (
             np.asarray([t for t, _ in done], dtype=np.float64),
             np.asarray([EventCore.capacity_code(r) for r in res], dtype=np.int64),
-            np.asarray([self._nominal[r] for r in res], dtype=np.float64),
+            np.asarray([self._links.cols.nominal[r] for r in res], dtype=np.float64),
         )
 
     # -- probes ------------------------------------------------------------------------------
@@ -423,14 +383,15 @@ class SimEnvironment:
         probe = self.scenario.probe
         if probe is None:
             return np.empty(0), np.empty(0, dtype=np.int64)
-        due = np.flatnonzero(self._probe_next < t_next)
+        nxt = self.instances_.probe_next
+        due = np.flatnonzero(nxt < t_next)
         if due.size == 0:
             return np.empty(0), np.empty(0, dtype=np.int64)
         period = probe.period_s
-        first = self._probe_next[due]
+        first = nxt[due]
         count = np.floor((t_next - first) / period).astype(np.int64) + 1
         count -= (first + (count - 1) * period >= t_next).astype(np.int64)  # float edge
-        self._probe_next[due] = first + count * period
+        nxt[due] = first + count * period
         k = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
         times = np.repeat(first, count) + k * period
         inst = np.repeat(due, count)
@@ -452,7 +413,7 @@ class SimEnvironment:
             c0 = self._chg_cursor
             c1 = int(np.searchsorted(self._chg_t, t_next, side="left"))
             ci = self._chg_i[c0:c1]
-            cf = self._chg_f[c0:c1] * np.asarray(self._cpu)[ci] if c1 > c0 else self._chg_f[c0:c1]
+            cf = self._chg_f[c0:c1] * self.instances_.cpu[ci] if c1 > c0 else self._chg_f[c0:c1]
             ct = self._chg_t[c0:c1]
             if self._now_changes:
                 now_i = np.asarray([i for i, _ in self._now_changes], dtype=np.int64)
@@ -473,9 +434,9 @@ class SimEnvironment:
                 ct = ct[order]
                 ci = np.concatenate([ci, it_c])[order]
                 cf = np.concatenate([cf, it_f])[order]
-            streams = self.core_.r_perm_ > 0
-            work0 = core.i_work_.copy() if streams.any() else None
-            area0 = self._taken_area.copy() if work0 is not None else None
+            streams = core.resources_.perm > 0
+            work0 = core.instances_.work.copy() if streams.any() else None
+            area0 = self._links.cols.taken_area.copy() if work0 is not None else None
             rec = core.run(
                 t_next,
                 times[a0:a1],
@@ -491,26 +452,23 @@ class SimEnvironment:
             self._flush_taken(t_next)
             if work0 is not None and area0 is not None:
                 # unlimited iperf3 streams take all the link the instances leave
-                done = np.bincount(core.i_res_, core.i_work_ - work0, minlength=streams.size)
-                left = self._nominal * (t_next - t_prev) - (self._taken_area - area0) - done
-                self._fill += np.where(streams, np.maximum(left, 0.0), 0.0)
+                inst, link = core.instances_, self._links.cols
+                done = np.bincount(inst.res, inst.work - work0, minlength=streams.size)
+                left = link.nominal * (t_next - t_prev) - (link.taken_area - area0) - done
+                link.fill[:] += np.where(streams, np.maximum(left, 0.0), 0.0)
             if c1 > c0:
                 for i, f in zip(
                     self._chg_i[c0:c1].tolist(), self._chg_f[c0:c1].tolist(), strict=True
                 ):
-                    self._slow[i] = f
+                    self.instances_.slow[i] = f
             self._arr_cursor, self._chg_cursor = a1, c1
             self._pending.append(rec)
             if self.request_log_:
                 self._log.append(rec)
-            if self.scenario.probe is not None:
-                k = rec.probe_count.size
-                self._probe_sum[:k] += rec.probe_sum_s
-                self._probe_n[:k] += rec.probe_count
             for i, ready in list(self._booting.items()):
                 if ready <= core.now_s_:
                     core.set_eligible(i, True)
-                    self._state[i] = SERVING
+                    self.instances_.state[i] = SERVING
                     self._start_probes(i, ready)
                     del self._booting[i]
 
@@ -527,64 +485,58 @@ class SimEnvironment:
         self._last_obs_s = t
         return snap
 
-    def _link_util(self, interval: float) -> NDArray[np.float64]:
-        """Per resource: % of its nominal capacity used in the interval by everyone on it."""
-        core = self.core_
-        work = np.bincount(
-            core.i_res_, core.i_work_ - self._last_work, minlength=self._nominal.size
-        )
-        total = work + self._taken_area + self._fill
-        avail = self._nominal - self._taken_area / interval if interval > 0 else self._nominal
+    def _link_util(self, interval: float, work: NDArray[np.float64]) -> NDArray[np.float64]:
+        """Per resource: % of its nominal capacity used in the interval by everyone on it
+        (``work``: what each instance's completed jobs used)."""
+        link = self._links.cols
+        used = np.bincount(self.core_.instances_.res, work, minlength=len(self._links))
+        total = used + link.taken_area + link.fill
+        avail = link.nominal - link.taken_area / interval if interval > 0 else link.nominal
         if self.log_capacity:
             host_res = [self._host_resource.get(h.id, -1) for h in self.scenario.hosts]
             self.capacity_log_.append(np.where(np.asarray(host_res) >= 0, avail[host_res], np.nan))
-        self._taken_area[:] = 0.0
-        self._fill[:] = 0.0
+        link.taken_area[:] = 0.0
+        link.fill[:] = 0.0
         if interval <= 0:
-            return np.full(self._nominal.size, np.nan)
-        return np.asarray(100.0 * total / (self._nominal * interval))
+            return np.full(len(self._links), np.nan)
+        return np.asarray(100.0 * total / (link.nominal * interval))
 
     def _snapshot(self, t: float, interval: float) -> Snapshot:
         core = self.core_
-        n = core.n_instances
-        stats = interval_stats([r for r in self._pending if len(r)], n, _QUANTILES)
+        iv = core.take_interval(self._pending, _QUANTILES)
         self._pending = []
-        self.lb_refused_total_ += stats.unrouted
-        counts, sums, quant = stats.requests, stats.rt_sum_s, stats.rt_quantiles_s
-        rej = core.i_rej_ - self._last_rej
-        self._last_rej = core.i_rej_.copy()
-        link_util = self._link_util(interval)
-        work = core.i_work_ - self._last_work
-        self._last_work = core.i_work_.copy()
-        probe_sum, probe_n = self._probe_sum, self._probe_n
-        self._probe_sum, self._probe_n = np.zeros(n), np.zeros(n)
-        in_system = core.in_system()
-        oldest = t - core.oldest_start_s()
-        busy = core.i_warea_ - self._last_warea
-        self._last_warea = core.i_warea_.copy()
+        self.lb_refused_total_ += iv.stats.unrouted
+        counts, sums, quant = iv.stats.requests, iv.stats.rt_sum_s, iv.stats.rt_quantiles_s
+        link_util = self._link_util(interval, iv.work)
+        oldest = t - iv.oldest_start_s
+        ins = self.instances_
+        # (lists: one element of each per instance and interval, read as Python values)
+        states, capacity, settings = ins.state.tolist(), ins.capacity.tolist(), ins.apache.tolist()
+        maxconn, dropped = ins.maxconn.tolist(), ins.dropped.tolist()
+        res, weight = core.instances_.res.tolist(), core.instances_.weight.tolist()
         out: dict[str, Observation] = {}
-        for i in range(n):
-            state = self._state[i]
+        for i, state in enumerate(states):
             if state not in (SERVING, DRAINING):
                 continue
             c = int(counts[i])
-            util = 100.0 * work[i] / (self._capacity[i] * interval) if interval > 0 else None
+            work = iv.work[i]
+            util = 100.0 * work / (capacity[i] * interval) if interval > 0 else None
             cpu = None if util is None else util / 100.0
             extra: dict[str, float] = {}
-            if (apache := self._apache[i]) is not None:
+            if (apache := settings[i]) is not None:
                 # its resource is its CPU: CPU time per second, in cores
-                cpu = None if util is None else float(work[i] / interval)
+                cpu = None if util is None else float(work / interval)
                 for setting, key in SERVER_SETTING_KEYS.items():
                     extra[key] = float(getattr(apache, setting))
                 if interval > 0:
-                    extra[BUSY_WORKERS_KEY] = float(busy[i] / interval)
-            if np.isfinite(link_util[core.i_res_[i]]):  # NaN: no time passed, nothing measured
-                extra[LINK_UTIL_KEY] = float(link_util[core.i_res_[i]])
-            if (maxconn := self._maxconn[i]) is not None:
-                extra[MAXCONN_KEY] = float(maxconn)
-            if probe_n[i] > 0:
-                extra[PROBE_KEY] = float(probe_sum[i] / probe_n[i])
-                extra[PROBE_COUNT_KEY] = float(probe_n[i])
+                    extra[BUSY_WORKERS_KEY] = float(iv.busy_worker_s[i] / interval)
+            if np.isfinite(link_util[res[i]]):  # NaN: no time passed, nothing measured
+                extra[LINK_UTIL_KEY] = float(link_util[res[i]])
+            if maxconn[i]:
+                extra[MAXCONN_KEY] = float(maxconn[i])
+            if iv.probe_count[i] > 0:
+                extra[PROBE_KEY] = float(iv.probe_sum_s[i] / iv.probe_count[i])
+                extra[PROBE_COUNT_KEY] = float(iv.probe_count[i])
             if np.isfinite(oldest[i]):
                 extra[OLDEST_KEY] = float(oldest[i])
             out[self.instance_ids_[i]] = Observation(
@@ -597,15 +549,15 @@ class SimEnvironment:
                 p50_rt_seconds=float(quant[0, i]) if c else None,
                 p95_rt_seconds=float(quant[1, i]) if c else None,
                 p99_rt_seconds=float(quant[2, i]) if c else None,
-                errors=int(rej[i]) + self._dropped[i],
+                errors=int(iv.refused[i]) + dropped[i],
                 cpu_util=cpu,
                 util_pct=util,
-                weight=round(float(core.i_weight_[i])),
+                weight=round(weight[i]),
                 extra=extra,
             )
-            self._dropped[i] = 0
-            if state == DRAINING and in_system[i] == 0:
-                self._state[i] = GONE  # removed and drained: this was its last report
+            if state == DRAINING and iv.in_system[i] == 0:
+                ins.state[i] = GONE  # removed and drained: this was its last report
+        ins.dropped[:] = 0  # reported (the others, booting or gone, have none to report)
         return Snapshot(time_s=t, environment=self.name, instances=out)
 
     # -- acting ------------------------------------------------------------------------------
@@ -632,7 +584,7 @@ class SimEnvironment:
         """Carry out ``a``; ``None`` when done, else why it was not (nothing changed then)."""
         if isinstance(a, AddInstance):
             known = self._index.get(a.instance_id)
-            if known is not None and self._state[known] != GONE:
+            if known is not None and self.instances_.state[known] != GONE:
                 return f"{a.instance_id!r} exists"
             if a.host not in {h.id for h in self.scenario.hosts}:
                 return f"unknown host {a.host!r}"
@@ -653,27 +605,28 @@ class SimEnvironment:
                 self._start_probes(i, self.core_.now_s_)
             return None
         i_opt = self._index.get(a.instance_id)
-        if i_opt is None or self._state[i_opt] == GONE:
+        if i_opt is None or self.instances_.state[i_opt] == GONE:
             return f"unknown instance {a.instance_id!r}"
         i = i_opt
+        ins = self.instances_
         if isinstance(a, SetWeight):
             self.core_.set_weight(i, float(a.weight))
         elif isinstance(a, SetMaxConn):
-            self._maxconn[i] = a.maxconn or None  # 0 lifts the cap, as in HAProxy
-            limit = self._concurrency_limit(self._maxconn[i], self._apache[i])
+            ins.maxconn[i] = a.maxconn  # 0 lifts the cap, as in HAProxy
+            limit = self._concurrency_limit(a.maxconn or None, ins.apache[i])
             self.core_.set_concurrency_limit(i, limit)
         elif isinstance(a, ReconfigureServer):
             return self._reconfigure(i, a)
         elif isinstance(a, RemoveInstance):
             self.core_.set_eligible(i, False)
-            self._probe_next[i] = np.inf
-            if self._state[i] == BOOTING:
+            ins.probe_next[i] = np.inf
+            if ins.state[i] == BOOTING:
                 del self._booting[i]
-                self._state[i] = GONE  # never served, never reported
-            elif self._state[i] == SERVING:
-                self._state[i] = DRAINING
+                ins.state[i] = GONE  # never served, never reported
+            elif ins.state[i] == SERVING:
+                ins.state[i] = DRAINING
             if not a.drain:
-                self._dropped[i] += self.core_.drop_jobs(i)
+                ins.dropped[i] += self.core_.drop_jobs(i)
         else:
             return f"{type(a).__name__} is not modelled by the simulator"
         return None
@@ -683,7 +636,8 @@ class SimEnvironment:
         ``graceful=True`` a restart of its children closes its idle kept-alive connections and
         costs ``service.apache.reload_capacity_share`` of its CPU for ``reload_s``. Why not, when
         it cannot (nothing changed then)."""
-        old = self._apache[i]
+        ins = self.instances_
+        old = ins.apache[i]
         if old is None:
             return f"{a.instance_id!r} is not an apache instance: it has no settings to change"
         unknown = sorted(set(a.settings) - set(SERVER_SETTING_KEYS))
@@ -711,17 +665,18 @@ class SimEnvironment:
                 " (graceful=False)"
             )
         core = self.core_
-        self._apache[i] = new
+        ins.apache[i] = new
         if a.graceful:  # the old children exit, ending their idle kept-alive connections
             core.close_kept_alive(i)
-        core.set_concurrency_limit(i, self._concurrency_limit(self._maxconn[i], new))
+        core.set_concurrency_limit(i, self._concurrency_limit(int(ins.maxconn[i]) or None, new))
         core.set_queue_limit(i, self._queue_limit(new))
         core.set_php_children(i, new.php_max_children)
         core.set_keepalive_timeout(i, new.keepalive_timeout_s)
         self._set_cpu_factor(i)  # memory pressure follows the pools' sizes
         if a.graceful and model.reload_s and model.reload_capacity_share is not None:
-            r = int(core.i_res_[i])
-            core.set_capacity(r, float(self._nominal[r]) * (1.0 - model.reload_capacity_share))
+            r = int(core.instances_.res[i])
+            nominal = float(self._links.cols.nominal[r])
+            core.set_capacity(r, nominal * (1.0 - model.reload_capacity_share))
             self._reload_end[i] = core.now_s_ + model.reload_s
         return None
 
@@ -754,20 +709,20 @@ class SimEnvironment:
                     else:
                         taken += a.streams * a.bitrate_mbit * 1e6 / 8.0
             self.core_.set_permanent_jobs(r, streams)
-            self._ip_taken[r] = taken
+            self._links.cols.iperf[r] = taken
             self.core_.set_capacity(r, self._set_taken(r, self.core_.now_s_))
         if any(isinstance(a, Fio) for a in running):
             log.info("fio on %s: no effect in the simulator's model", host)
-        for i, h in enumerate(self._host_of):
-            if h == host:
-                self._set_cpu_factor(i)
+        for i in np.flatnonzero(self.instances_.host == host).tolist():
+            self._set_cpu_factor(i)
 
     def _set_cpu_factor(self, i: int) -> None:
         """Instance i's slowdown by its host and its memory, from now on."""
-        cpu = self._cpu_factor(i, self._host_of[i])
-        if cpu != self._cpu[i]:
-            self._cpu[i] = cpu
-            self._now_changes.append((i, self._slow[i] * cpu))
+        ins = self.instances_
+        cpu = self._cpu_factor(i)
+        if cpu != ins.cpu[i]:
+            ins.cpu[i] = cpu
+            self._now_changes.append((i, float(ins.slow[i]) * cpu))
 
     def take_requests(self) -> list[RequestRecord]:
         """Per-request records since the last call (only with the request log on)."""

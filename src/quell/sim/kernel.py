@@ -7,16 +7,18 @@ Design for speed:
   capacity) keeps a virtual clock V_r that advances at the per-job rate
   φ_r = min(C_r / (n_r + k_r), cap_r) / (1 + γ_r n_r) (n_r active jobs, k_r permanent
   antagonist streams, cap_r a per-job cap for FCFS workers or one CPU core, γ_r an apache
-  instance's overhead per active worker, 0 elsewhere). A job admitted at V with work w finishes when V_r
-  reaches its tag V + w, so a resource needs only a min-heap of tags: O(log n) per event, no
-  per-job updates when the population changes.
+  instance's overhead per active worker, 0 elsewhere). A job admitted at V with work w finishes
+  when V_r reaches its tag V + w, so a resource needs only a min-heap of tags: O(log n) per
+  event, no per-job updates when the population changes.
 * **One event heap.** An indexed min-heap over resources keyed by each one's next departure
   time; an arrival or departure at r only re-keys r. Dispatch uses a second indexed heap over
   instances (stride keys for weighted round robin, (conns + 1) / weight for least connections).
-* **Arrays.** All state lives in flat numpy arrays, compiled with numba; no Python objects per
-  request. Per-resource job heaps and per-instance wait queues are slabs of one pool each
-  (offset + capacity); a full slab moves to the end of its pool at twice the size, and when a pool
-  is exhausted the loop returns ``NEED_SPACE`` so the caller can compact/grow it and resume.
+* **Arrays in named groups.** All state lives in flat numpy arrays, grouped in named tuples
+  (``State``: ``Resources``, ``Jobs``, ``Instances``, two ``Queue`` s, ``Users``...), compiled
+  with numba; no Python objects per request. Per-resource job heaps and per-instance wait queues
+  are slabs of one pool each (offset + capacity); a full slab moves to the end of its pool at
+  twice the size, and when a pool is exhausted the loop returns ``NEED_SPACE`` so the caller can
+  compact/grow it and resume.
 * **Workers and users.** An instance serves at most ``climit`` requests at once (FCFS workers,
   maxconn, apache's MaxRequestWorkers, counting the workers idle kept-alive connections hold);
   the rest wait in its accept queue. On an apache instance a PHP page also needs one of
@@ -25,6 +27,18 @@ Design for speed:
   after thinking, or a kept-alive connection timing out); each user's requests and think times
   are drawn ahead in blocks (a row per user), and the loop returns ``NEED_DRAWS`` when a user
   has sent its block.
+* **One function per kind of event, inlined, no reference counting.** ``run_segment`` picks the
+  next event and calls its function (a completion, a capacity or slowdown change, a kept-alive
+  connection's timeout, a probe, an open-loop request, a user's request); those and the pieces
+  they share (``@step``) are inlined into their callers, so no call passes the state's arrays.
+  Every function here but ``interval_stats`` allocates nothing (the caller passes the arrays a
+  segment works in, ``Segment``), so it is compiled without numba's reference counting
+  (``_nrt=False``): with it, each call that passes arrays costs an atomic increment and
+  decrement per array, which was most of the time per event while the loop called out to
+  functions. Divisions are on the critical path of every event, so a segment keeps each
+  resource's per-job rate (``_rate``) in ``Segment.rate`` and recomputes it only when the
+  resource's job count or capacity changes, and each instance's stride step in ``Segment.step``;
+  the positions in the schedule and the output stay in registers.
 
 The functions here are pure state transitions on arrays, and the sums over an interval's
 records; ``quell.sim.core.EventCore`` owns the arrays, and ``quell.sim.core`` is the only caller.
@@ -33,12 +47,16 @@ records; ``quell.sim.core.EventCore`` owns the arrays, and ``quell.sim.core`` is
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar, cast
+from typing import Any, NamedTuple, TypeVar, cast
 
 import numba
 import numpy as np
+from numpy.typing import NDArray
 
 F = TypeVar("F", bound=Callable[..., Any])
+Floats = NDArray[np.float64]
+Ints = NDArray[np.int64]
+Flags = NDArray[np.bool_]
 
 ALGO_WEIGHTED_RR = 0
 ALGO_PLAIN_RR = 1
@@ -64,291 +82,901 @@ USER_ISSUE = 0
 USER_EXPIRY = 1
 USER_BUSY = 2
 USER_DONE = 3
+# where a run stands (``cursor``), kept across the calls of one ``EventCore.run``
+ARRIVAL = 0  # the next open-loop arrival
+PROBE = 1  # the next probe
+CHANGE = 2  # the next change
+WRITTEN = 3  # output records written
+SENT = 4  # requests the closed-loop users have sent
+NEEDY = 5  # the user whose drawn requests ran out (with NEED_DRAWS)
+MAX_SENT = 6  # the most requests the users may send
+CURSOR_SIZE = 7
 
 
 def compiled(fn: F) -> F:
-    """Compile ``fn`` with numba (nopython) on first call, and cache the machine code on disk
-    for the next process. numba picks the cache directory: ``$NUMBA_CACHE_DIR`` when set, else
-    ``__pycache__`` beside this file when writable (a source checkout, an editable install),
-    else the user's ``~/.cache/numba`` (a read-only install). Where none is writable it
-    compiles in memory, in every process."""
+    """Compile ``fn`` with numba (nopython; no reference counting, so it must allocate
+    nothing) on first call, and cache the machine code on disk for the next process. numba
+    picks the cache directory: ``$NUMBA_CACHE_DIR`` when set, else ``__pycache__`` beside this
+    file when writable (a source checkout, an editable install), else the user's
+    ``~/.cache/numba`` (a read-only install). Where none is writable it compiles in memory, in
+    every process."""
+    return _jit(fn, _nrt=False)
+
+
+def step(fn: F) -> F:
+    """``compiled`` for a part of the functions that call it: inlined into each (no call, no
+    arguments passed), not callable from Python."""
+    return _jit(fn, _nrt=False, forceinline=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+
+
+def allocating(fn: F) -> F:
+    """``compiled`` for a function that builds arrays (its result), with reference counting."""
+    return _jit(fn)
+
+
+def _jit(fn: F, **options: Any) -> F:
     try:
-        return cast(F, numba.njit(cache=True, error_model="numpy")(fn))
+        return cast(F, numba.njit(cache=True, error_model="numpy", **options)(fn))
     except RuntimeError:  # numba: "cannot cache function ...: no locator available"
-        return cast(F, numba.njit(cache=False, error_model="numpy")(fn))
+        return cast(F, numba.njit(cache=False, error_model="numpy", **options)(fn))
 
 
-# -- indexed heap over ids with (k1, k2) lexicographic keys -------------------------------------
+# -- the state ------------------------------------------------------------------------------------
 
 
-@compiled
-def _ih_down(heap: Any, pos: Any, k1: Any, k2: Any, p: int, n: int) -> None:
-    x = heap[p]
+class Resources(NamedTuple):
+    """Per resource: a host's link, an instance's own capacity, or an apache instance's CPU."""
+
+    cap: Floats  # capacity: bytes/s, or cores
+    jobcap: Floats  # the most one job gets (an FCFS worker's share, one core)
+    perm: Floats  # antagonist streams that share it like jobs that never finish
+    ovh: Floats  # overhead per job: the per-job rate is divided by 1 + ovh × jobs
+    n: Ints  # jobs in service
+    vtime: Floats  # virtual time: the work each job in service has received
+    tlast: Floats  # when vtime was brought up to date
+    busy: Floats  # time with at least one job in service (seconds)
+    off: Ints  # its slab of the job pool: offset
+    capn: Ints  # and capacity
+
+
+class Jobs(NamedTuple):
+    """The job pool: each resource's jobs in service, a min-heap by tag in its slab."""
+
+    tag: Floats  # virtual time at which the job is done
+    start: Floats  # when the request arrived
+    code: Ints  # the request's code (a probe's: -(instance + 1))
+    size: Floats  # its size as it came
+
+
+class Instances(NamedTuple):
+    """Per instance."""
+
+    res: Ints  # the resource its jobs run on
+    factor: Floats  # slowdown factor: each job's work is multiplied by it
+    climit: Ints  # requests in service at most (workers, maxconn)
+    qlimit: Ints  # requests in the instance at most, beyond refused (-1: no limit)
+    weight: Floats  # the balancer's weight
+    elig: Flags  # the balancer may send it new requests (booted, not removed)
+    pos: Floats  # weighted round robin: its stride position
+    seq: Floats  # least connections: when it was last picked
+    active: Ints  # requests holding a worker (in service or waiting for a php-fpm child)
+    area: Floats  # ∫ (requests in service + waiting) dt: Little's L times elapsed time
+    tlast: Floats  # when area (and warea) were brought up to date
+    work: Floats  # capacity used by completed jobs (work × slowdown)
+    rej: Ints  # requests refused (admission limit)
+    apache: Flags  # an apache server: worker pool, php-fpm pool, keep-alive
+    plimit: Ints  # php-fpm children (PHP pages served at once)
+    pact: Ints  # PHP requests with a child
+    held: Ints  # workers held by idle kept-alive connections (the worker MPM)
+    warea: Floats  # ∫ (workers busy: serving, waiting for php-fpm, held) dt
+    kat: Floats  # how long a connection it answered stays open idle
+    hold: Flags  # an idle kept-alive connection holds its worker
+    rwork: Floats  # work of every request,
+    bwork: Floats  # per byte of its size,
+    cwork: Floats  # and of a new connection (+ its PHP page's: ``State.page_work``)
+
+
+class Queue(NamedTuple):
+    """Per instance, a FIFO queue in its slab of the queue pool: the accept queue (requests
+    waiting for a worker) or the php-fpm queue (PHP pages holding a worker, waiting for a
+    child)."""
+
+    n: Ints  # requests waiting
+    head: Ints  # the first one's place in the slab
+    off: Ints  # the slab: offset in the pool
+    capn: Ints  # and capacity
+
+
+class QueuePool(NamedTuple):
+    """The requests waiting in every ``Queue``."""
+
+    start: Floats  # when the request arrived
+    size: Floats  # its size
+    code: Ints  # its code
+
+
+class IndexedHeap(NamedTuple):
+    """A min-heap over ids 0..n-1 by the key (k1[id], k2[id]), lexicographic; ``pos`` finds an
+    id in it, so one whose key changed is moved to its place (``_ih_fix``)."""
+
+    heap: Ints  # ids in heap order
+    pos: Ints  # each id's place in heap
+    k1: Floats  # the key
+    k2: Floats  # the tie-break
+
+
+class Users(NamedTuple):
+    """Closed-loop users."""
+
+    queue: IndexedHeap  # by the time of each one's next event (tie: the user's index)
+    state: Ints  # what that event is: USER_ISSUE, USER_EXPIRY, USER_BUSY, USER_DONE
+    inst: Ints  # the instance of its kept-alive connection (-1: none)
+    until: Floats  # when that connection closes
+    next: Floats  # when the user sends after it (USER_EXPIRY)
+    sent: Ints  # how many of its drawn requests it has sent
+
+
+class Draws(NamedTuple):
+    """Each user's requests drawn ahead, a row per user."""
+
+    size: Floats
+    page: Ints
+    think: Floats  # the think time after each request's answer
+
+
+class State(NamedTuple):
+    """Everything a run changes, kept between runs (``EventCore``)."""
+
+    res: Resources
+    jobs: Jobs
+    inst: Instances
+    accept: Queue
+    php: Queue
+    waiting: QueuePool
+    users: Users
+    draws: Draws
+    page_work: Floats  # work of each PHP page (index 1 on; 0 is a static file's: none)
+    lb: Floats  # the balancer: [stride pass, least-connections sequence]
+    used: Ints  # [job pool used, queue pool used]
+
+
+class Schedule(NamedTuple):
+    """What one run is given, each sorted by time."""
+
+    arrival_t: Floats
+    arrival_size: Floats
+    arrival_page: Ints
+    probe_t: Floats
+    probe_inst: Ints
+    probe_size: Floats
+    change_t: Floats
+    change_target: Ints  # ≥ 0: that instance's slowdown factor; -(r + 1): resource r's capacity
+    change_value: Floats
+
+
+class Segment(NamedTuple):
+    """What one call of ``run_segment`` derives from the state when it starts (arrays of the
+    caller's, filled by ``_start_segment``)."""
+
+    rate: Floats  # per resource: the per-job rate at its job count (``_rate``)
+    step: Floats  # per instance: its stride step (1 / weight; 1 for plain round robin)
+    departures: IndexedHeap  # resources by their next departure
+    dispatch: IndexedHeap  # instances by the balancer's key (inf: not eligible)
+
+
+class Output(NamedTuple):
+    """Completions (rt ≥ 0) and refusals (rt = -1; instance -1 when no server was eligible)."""
+
+    inst: Ints
+    start: Floats
+    rt: Floats
+    size: Floats
+
+
+# -- heaps ----------------------------------------------------------------------------------------
+#
+# The indexed heaps (departures, dispatch, users) and the job heaps share the sift: an element
+# that sinks is held in registers while the elements it passes move up one place each.
+
+
+@step
+def _before(a1: float, a2: float, b1: float, b2: float) -> bool:
+    """(a1, a2) < (b1, b2), lexicographic."""
+    return a1 < b1 or (a1 == b1 and a2 < b2)
+
+
+@step
+def _ih_put(h: Any, p: int, x: int) -> None:
+    h.heap[p] = x
+    h.pos[x] = p
+
+
+@step
+def _ih_sink(h: Any, p: int, x: int, x1: float, x2: float) -> None:
+    """Place id x, key (x1, x2), at place p of the indexed heap h or below it."""
+    heap, k1, k2 = h.heap, h.k1, h.k2
+    n = heap.size
     while True:
         c = 2 * p + 1
         if c >= n:
             break
-        d = c + 1
-        if d < n:
-            hc = heap[c]
-            hd = heap[d]
-            if k1[hd] < k1[hc] or (k1[hd] == k1[hc] and k2[hd] < k2[hc]):
-                c = d
+        if c + 1 < n and _before(k1[heap[c + 1]], k2[heap[c + 1]], k1[heap[c]], k2[heap[c]]):
+            c += 1
         y = heap[c]
-        if k1[y] < k1[x] or (k1[y] == k1[x] and k2[y] < k2[x]):
-            heap[p] = y
-            pos[y] = p
-            p = c
-        else:
+        if not _before(k1[y], k2[y], x1, x2):
             break
-    heap[p] = x
-    pos[x] = p
+        _ih_put(h, p, y)
+        p = c
+    _ih_put(h, p, x)
 
 
-@compiled
-def _ih_build(heap: Any, pos: Any, k1: Any, k2: Any, n: int) -> None:
+@step
+def _ih_down(h: Any, p: int) -> None:
+    """Sift the id at place p down to its place."""
+    x = h.heap[p]
+    _ih_sink(h, p, x, h.k1[x], h.k2[x])
+
+
+@step
+def _ih_fix(h: Any, x: int) -> None:
+    """Restore x's place in the heap after its key changed: up, then down."""
+    x1, x2 = h.k1[x], h.k2[x]
+    p = h.pos[x]
+    while p > 0:
+        parent = (p - 1) >> 1
+        y = h.heap[parent]
+        if not _before(x1, x2, h.k1[y], h.k2[y]):
+            break
+        _ih_put(h, p, y)
+        p = parent
+    _ih_sink(h, p, x, x1, x2)
+
+
+@step
+def _ih_build(h: Any) -> None:
+    """Make the heap of every id from their keys."""
+    n = h.heap.size
     for i in range(n):
-        heap[i] = i
-        pos[i] = i
+        _ih_put(h, i, i)
     for p in range(n // 2 - 1, -1, -1):
-        _ih_down(heap, pos, k1, k2, p, n)
+        _ih_down(h, p)
 
 
-# -- per-resource job heap keyed by finish tag (four parallel arrays) ---------------------------
+@step
+def _jh_put(jobs: Any, k: int, tag: float, start: float, code: int, size: float) -> None:
+    jobs.tag[k] = tag
+    jobs.start[k] = start
+    jobs.code[k] = code
+    jobs.size[k] = size
 
 
-@compiled
-def _jh_push(
-    tag: Any, st: Any, ins: Any, sz: Any, o: int, n: int, t: float, s: float, i: int, z: float
-) -> None:
-    """Push onto the heap at ``[o, o + n)``."""
+@step
+def _jh_move(jobs: Any, dst: int, src: int) -> None:
+    _jh_put(jobs, dst, jobs.tag[src], jobs.start[src], jobs.code[src], jobs.size[src])
+
+
+@step
+def _jh_push(jobs: Any, o: int, n: int, tag: float, start: float, code: int, size: float) -> None:
+    """Push a job onto the heap at ``[o, o + n)``."""
     p = n
     while p > 0:
         parent = (p - 1) >> 1
-        if tag[o + parent] <= t:
+        if jobs.tag[o + parent] <= tag:
             break
-        tag[o + p] = tag[o + parent]
-        st[o + p] = st[o + parent]
-        ins[o + p] = ins[o + parent]
-        sz[o + p] = sz[o + parent]
+        _jh_move(jobs, o + p, o + parent)
         p = parent
-    tag[o + p] = t
-    st[o + p] = s
-    ins[o + p] = i
-    sz[o + p] = z
+    _jh_put(jobs, o + p, tag, start, code, size)
 
 
-@compiled
-def _jh_sift_down(tag: Any, st: Any, ins: Any, sz: Any, o: int, p: int, n: int) -> None:
-    t = tag[o + p]
-    s = st[o + p]
-    i = ins[o + p]
-    z = sz[o + p]
+@step
+def _jh_sink(
+    jobs: Any, o: int, p: int, n: int, tag: float, start: float, code: int, size: float
+) -> None:
+    """Place a job at place p of the heap at ``[o, o + n)`` or below it."""
     while True:
         c = 2 * p + 1
         if c >= n:
             break
-        if c + 1 < n and tag[o + c + 1] < tag[o + c]:
+        if c + 1 < n and jobs.tag[o + c + 1] < jobs.tag[o + c]:
             c += 1
-        if tag[o + c] >= t:
+        if jobs.tag[o + c] >= tag:
             break
-        tag[o + p] = tag[o + c]
-        st[o + p] = st[o + c]
-        ins[o + p] = ins[o + c]
-        sz[o + p] = sz[o + c]
+        _jh_move(jobs, o + p, o + c)
         p = c
-    tag[o + p] = t
-    st[o + p] = s
-    ins[o + p] = i
-    sz[o + p] = z
+    _jh_put(jobs, o + p, tag, start, code, size)
 
 
-# -- slab pools ---------------------------------------------------------------------------------
+@step
+def _jh_pop(jobs: Any, o: int, n: int) -> None:
+    """Remove the root of the heap at ``[o, o + n)``: the last job sinks from the root."""
+    k = o + n - 1
+    if n > 1:
+        _jh_sink(jobs, o, 0, n - 1, jobs.tag[k], jobs.start[k], jobs.code[k], jobs.size[k])
 
 
-@compiled
-def _reserve_job(
-    r: int,
-    r_n: Any,
-    r_off: Any,
-    r_capn: Any,
-    jtag: Any,
-    jstart: Any,
-    jinst: Any,
-    jsize: Any,
-    iscal: Any,
-) -> bool:
+@step
+def _jh_heapify(jobs: Any, o: int, n: int) -> None:
+    """Make ``[o, o + n)`` a heap again after its tags changed or jobs left it."""
+    for p in range(n // 2 - 1, -1, -1):
+        k = o + p
+        _jh_sink(jobs, o, p, n, jobs.tag[k], jobs.start[k], jobs.code[k], jobs.size[k])
+
+
+# -- slab pools -----------------------------------------------------------------------------------
+
+
+@step
+def _reserve_job(st: Any, r: int) -> bool:
     """Make room for one more job on resource ``r``; False if the pool is exhausted."""
-    n = r_n[r]
-    cap = r_capn[r]
+    res, jobs = st.res, st.jobs
+    n = res.n[r]
+    cap = res.capn[r]
     if n < cap:
         return True
     new_cap = max(2 * cap, 8)
-    used = iscal[0]
-    if used + new_cap > jtag.size:
+    used = st.used[0]
+    if used + new_cap > jobs.tag.size:
         return False
-    o = r_off[r]
-    jtag[used : used + n] = jtag[o : o + n]
-    jstart[used : used + n] = jstart[o : o + n]
-    jinst[used : used + n] = jinst[o : o + n]
-    jsize[used : used + n] = jsize[o : o + n]
-    r_off[r] = used
-    r_capn[r] = new_cap
-    iscal[0] = used + new_cap
+    o = res.off[r]
+    for k in range(n):
+        _jh_move(jobs, used + k, o + k)
+    res.off[r] = used
+    res.capn[r] = new_cap
+    st.used[0] = used + new_cap
     return True
 
 
-@compiled
-def _reserve_queue(
-    i: int,
-    i_wait: Any,
-    q_off: Any,
-    q_capn: Any,
-    qhead: Any,
-    qst: Any,
-    qsz: Any,
-    qcode: Any,
-    iscal: Any,
-) -> bool:
-    """Make room at the tail of instance ``i``'s queue (its accept queue, or with the php
-    arrays its php-fpm queue); False if the pool is exhausted."""
-    w = i_wait[i]
-    h = qhead[i]
-    cap = q_capn[i]
-    o = q_off[i]
+@step
+def _reserve_queue(st: Any, q: Any, i: int) -> bool:
+    """Make room at the tail of instance ``i``'s queue ``q`` (``st.accept`` or ``st.php``);
+    False if the pool is exhausted."""
+    pool = st.waiting
+    w = q.n[i]
+    h = q.head[i]
+    cap = q.capn[i]
+    o = q.off[i]
     if h + w < cap:
         return True
     if h > 0 and w <= cap // 2:
-        qst[o : o + w] = qst[o + h : o + h + w].copy()
-        qsz[o : o + w] = qsz[o + h : o + h + w].copy()
-        qcode[o : o + w] = qcode[o + h : o + h + w].copy()
-        qhead[i] = 0
-        return True
-    new_cap = max(2 * cap, 8)
-    used = iscal[1]
-    if used + new_cap > qst.size:
-        return False
-    qst[used : used + w] = qst[o + h : o + h + w]
-    qsz[used : used + w] = qsz[o + h : o + h + w]
-    qcode[used : used + w] = qcode[o + h : o + h + w]
-    q_off[i] = used
-    q_capn[i] = new_cap
-    qhead[i] = 0
-    iscal[1] = used + new_cap
+        dst = o  # slide the waiting requests to the front of the slab
+    else:
+        new_cap = max(2 * cap, 8)
+        dst = st.used[1]
+        if dst + new_cap > pool.start.size:
+            return False
+        q.off[i] = dst
+        q.capn[i] = new_cap
+        st.used[1] = dst + new_cap
+    for k in range(w):  # forward: a slide moves each entry to a lower place
+        pool.start[dst + k] = pool.start[o + h + k]
+        pool.size[dst + k] = pool.size[o + h + k]
+        pool.code[dst + k] = pool.code[o + h + k]
+    q.head[i] = 0
     return True
 
 
-# -- resource helpers ---------------------------------------------------------------------------
+@step
+def _queue_push(st: Any, q: Any, i: int, start: float, size: float, code: int) -> None:
+    """Add a request at the tail of instance i's queue ``q`` (room reserved)."""
+    k = q.off[i] + q.head[i] + q.n[i]
+    st.waiting.start[k] = start
+    st.waiting.size[k] = size
+    st.waiting.code[k] = code
+    q.n[i] += 1
 
 
-@compiled
-def _rate(r_cap: Any, r_jobcap: Any, r_perm: Any, r_ovh: Any, n: int, r: int) -> float:
+@step
+def _queue_pop(st: Any, q: Any, i: int) -> tuple[float, float, int]:
+    """Take the request at the head of instance i's queue ``q``: its start, size and code."""
+    k = q.off[i] + q.head[i]
+    q.head[i] += 1
+    q.n[i] -= 1
+    return st.waiting.start[k], st.waiting.size[k], st.waiting.code[k]
+
+
+# -- resources, instances, users ------------------------------------------------------------------
+
+
+@step
+def _rate(res: Any, r: int, n: int, extended: Any) -> float:
     """Per-job rate of resource r with n jobs: its share, at most the per-job cap, divided by
     1 + overhead × n (an apache instance's per-active-worker overhead; 0 elsewhere)."""
-    phi: float = min(r_cap[r] / (n + r_perm[r]), r_jobcap[r])
-    if r_ovh[r] > 0.0:
-        phi = phi / (1.0 + r_ovh[r] * n)
+    phi: float = min(res.cap[r] / (n + res.perm[r]), res.jobcap[r])
+    if extended is not None and res.ovh[r] > 0.0:
+        phi = phi / (1.0 + res.ovh[r] * n)
     return phi
 
 
-@compiled
-def _advance(res: Any, r: int, t: float) -> None:
-    r_cap, r_jobcap, r_perm, r_n, r_vtime, r_tlast, r_busy, _, _, r_ovh = res
-    dt = t - r_tlast[r]
+@step
+def _advance(res: Any, r: int, t: float, phi: float) -> None:
+    """Bring resource r's virtual clock to t at its per-job rate ``phi``."""
+    dt = t - res.tlast[r]
     if dt > 0.0:
-        if r_n[r] > 0:
-            r_vtime[r] += _rate(r_cap, r_jobcap, r_perm, r_ovh, r_n[r], r) * dt
-            r_busy[r] += dt
-        r_tlast[r] = t
+        if res.n[r] > 0:
+            res.vtime[r] += phi * dt
+            res.busy[r] += dt
+        res.tlast[r] = t
 
 
-@compiled
-def _next_departure(res: Any, jtag: Any, r: int) -> float:
-    r_cap, r_jobcap, r_perm, r_n, r_vtime, r_tlast, _, r_off, _, r_ovh = res
-    if r_n[r] == 0:
+@step
+def _next_departure(st: Any, r: int, phi: float) -> float:
+    """When resource r's first job is done at its per-job rate ``phi`` (inf: no job)."""
+    res = st.res
+    if res.n[r] == 0:
         return np.inf
-    remaining = jtag[r_off[r]] - r_vtime[r]
+    remaining = st.jobs.tag[res.off[r]] - res.vtime[r]
     if remaining < 0.0:
         remaining = 0.0
-    t: float = r_tlast[r] + remaining / _rate(r_cap, r_jobcap, r_perm, r_ovh, r_n[r], r)
+    t: float = res.tlast[r] + remaining / phi
     return t
 
 
-@compiled
-def _work(inst: Any, page_work: Any, i: int, code: int, z: float) -> float:
+@step
+def _instance_of(code: int) -> int:
+    return code & INST_MASK if code >= 0 else -code - 1
+
+
+@step
+def _page_of(code: int) -> int:
+    """A request's PHP page (0: a static file, or a probe)."""
+    return (code >> PAGE_SHIFT) & PAGE_MASK if code >= 0 else 0
+
+
+@step
+def _work(st: Any, i: int, code: int, z: float, extended: Any) -> float:
     """Work of a job of instance i (before its slowdown factor): its size; on an apache
     instance its size times the work per byte plus the work of every request, and for a
-    request a new connection's and its PHP page's. ``run_segment`` writes the same out."""
-    i_apache, i_rwork, i_bwork, i_cwork = inst[21], inst[22], inst[23], inst[24]
-    if not i_apache[i]:
+    request a new connection's and its PHP page's."""
+    inst = st.inst
+    if extended is None or not inst.apache[i]:
         return z
-    w: float = z * i_bwork[i] + i_rwork[i]
+    w: float = z * inst.bwork[i] + inst.rwork[i]
     if code >= 0:
-        w += i_cwork[i] * ((code >> CONN_SHIFT) & 1) + page_work[(code >> PAGE_SHIFT) & PAGE_MASK]
+        w += inst.cwork[i] * ((code >> CONN_SHIFT) & 1) + st.page_work[_page_of(code)]
     return w
 
 
-@compiled
-def _admit(
-    res: Any, jobs: Any, inst: Any, page_work: Any, t: float, code: int, start: float, z: float
-) -> None:
-    """Put a job (``code``: a request or probe of its instance) into service at time ``t``.
-    The caller has reserved a slot on the instance's resource and counted its worker."""
-    r_n, r_vtime, r_tlast, r_off = res[3], res[4], res[5], res[7]
-    jtag, jstart, jinst, jsize = jobs
-    i_res, i_factor = inst[0], inst[1]
-    i = code & INST_MASK if code >= 0 else -code - 1
-    r = i_res[i]
-    _advance(res, r, t)
-    n = r_n[r]
+@step
+def _enter_service(
+    st: Any, t: float, code: int, start: float, z: float, phi: float, extended: Any
+) -> int:
+    """Put job ``code`` (a request or probe of its instance) into service at time ``t`` on its
+    instance's resource, whose per-job rate is ``phi``; returns the resource. The caller has
+    reserved the slot and counted the job's worker."""
+    res = st.res
+    i = _instance_of(code)
+    r: int = st.inst.res[i]
+    _advance(res, r, t, phi)
+    n = res.n[r]
     if n == 0:
-        r_tlast[r] = t
-        r_vtime[r] = 0.0
-    tag = r_vtime[r] + _work(inst, page_work, i, code, z) * i_factor[i]
-    _jh_push(jtag, jstart, jinst, jsize, r_off[r], n, tag, start, code, z)
-    r_n[r] = n + 1
+        res.tlast[r] = t
+        res.vtime[r] = 0.0
+    tag = res.vtime[r] + _work(st, i, code, z, extended) * st.inst.factor[i]
+    _jh_push(st.jobs, res.off[r], n, tag, start, code, z)
+    res.n[r] = n + 1
+    return r
 
 
-@compiled
-def _ih_fix(heap: Any, pos: Any, k1: Any, k2: Any, x: int, n: int) -> None:
-    """Restore x's place in an indexed heap after its key changed."""
-    p = pos[x]
-    while p > 0:
-        parent = (p - 1) >> 1
-        y = heap[parent]
-        if k1[x] < k1[y] or (k1[x] == k1[y] and k2[x] < k2[y]):
-            heap[p] = y
-            pos[y] = p
-            p = parent
+@step
+def _admit(st: Any, seg: Any, t: float, code: int, start: float, z: float, extended: Any) -> None:
+    """``_enter_service`` in a segment, which keeps the resource's per-job rate."""
+    r = st.inst.res[_instance_of(code)]
+    _enter_service(st, t, code, start, z, seg.rate[r], extended)
+    seg.rate[r] = _rate(st.res, r, st.res.n[r], extended)
+
+
+@step
+def _instance_clock(st: Any, i: int, t: float, extended: Any) -> None:
+    """Bring instance i's areas (requests in it, busy workers) up to t."""
+    inst = st.inst
+    dt = t - inst.tlast[i]
+    if dt > 0.0:
+        inst.area[i] += (inst.active[i] + st.accept.n[i]) * dt
+        if extended is not None:
+            inst.warea[i] += (inst.active[i] + inst.held[i]) * dt
+        inst.tlast[i] = t
+
+
+@step
+def _take_free(
+    st: Any, seg: Any, i: int, t: float, child: bool, worker: bool, extended: Any
+) -> bool:
+    """A php-fpm child (``child``) and a worker (``worker``) of instance i came free at t: the
+    php waiter at the head takes the child (it holds its worker already), the head of the
+    accept queue the worker (and waits for a child in turn when it is a PHP page and none is
+    free). Returns whether a job went into service."""
+    ext = extended is not None
+    inst = st.inst
+    waiter = False
+    w_start, w_size, w_code = 0.0, 0.0, 0
+    if child and st.php.n[i] > 0 and inst.pact[i] < inst.plimit[i]:
+        w_start, w_size, w_code = _queue_pop(st, st.php, i)
+        inst.pact[i] += 1
+        waiter = True
+    admitted = waiter
+    held = inst.held[i] if ext else 0
+    if worker and st.accept.n[i] > 0 and inst.active[i] + held < inst.climit[i]:
+        start, size, code = _queue_pop(st, st.accept, i)
+        inst.active[i] += 1
+        php = ext and inst.apache[i] and _page_of(code) != 0
+        if php and inst.pact[i] >= inst.plimit[i]:
+            _queue_push(st, st.php, i, start, size, code)
         else:
-            break
-    heap[p] = x
-    pos[x] = p
-    _ih_down(heap, pos, k1, k2, p, n)
+            if php:
+                inst.pact[i] += 1
+            _admit(st, seg, t, code, start, size, extended)
+            admitted = True
+    if waiter:
+        _admit(st, seg, t, w_code, w_start, w_size, extended)
+    return admitted
 
 
-@compiled
+@step
+def _rekey_resource(st: Any, seg: Any, r: int) -> None:
+    """Resource r's next departure changed: its place in the departure heap."""
+    seg.departures.k1[r] = _next_departure(st, r, seg.rate[r])
+    _ih_fix(seg.departures, r)
+
+
+@step
+def _rekey_instance(st: Any, seg: Any, i: int) -> None:
+    """Least connections: instance i's connections changed, and so its key."""
+    seg.dispatch.k1[i] = (st.inst.active[i] + st.accept.n[i] + 1.0) / st.inst.weight[i]
+    _ih_fix(seg.dispatch, i)
+
+
+@step
 def _user_next(users: Any, u: int, state: int, t: float) -> None:
     """User u's next event: ``state`` (``USER_ISSUE``, ``USER_EXPIRY``, ...) at time t."""
-    uheap, upos, uk1, uk2, u_state = users[0], users[1], users[2], users[3], users[4]
-    u_state[u] = state
-    uk1[u] = t
-    _ih_fix(uheap, upos, uk1, uk2, u, uheap.size)
+    users.state[u] = state
+    users.queue.k1[u] = t
+    _ih_fix(users.queue, u)
 
 
-# -- the segment loop ---------------------------------------------------------------------------
-#
-# The loop below calls no helper on its hot paths: a numba call that passes arrays costs an
-# atomic reference-count increment and decrement per array, which used to be most of the time
-# per event. The hot helpers are therefore written out by hand where they are used, each marked
-# "inlined: <helper>"; an event sets flags for the work every event type shares (free a php
-# child or a worker, admit jobs, re-key the resource in the departure heap, re-key the instance
-# in the dispatch heap) and the tail of the loop does it once. Divisions are on the critical
-# path of every event, so the loop keeps each resource's per-job rate (``_rate``) in ``rate``
-# and recomputes it only when the resource's job count changes, and each instance's stride step
-# in ``step``; the values are the same expressions, so results are bit-identical to calling
-# the helpers. Closed-loop users and apache's pools take helper calls: they are not the open
-# loop's hot path.
+@step
+def _user_thinks(st: Any, u: int, t: float) -> None:
+    """User u's last request ended at t without a connection kept: it thinks, then sends."""
+    users = st.users
+    users.inst[u] = -1
+    _user_next(users, u, USER_ISSUE, t + st.draws.think[u, users.sent[u] - 1])
+
+
+@step
+def _user_answered(st: Any, i: int, u: int, t: float, keepalive: bool) -> bool:
+    """User u has its answer from instance i at t: it thinks, keeping its connection (and,
+    with the worker MPM, its worker) for at most KeepAliveTimeout; a worker above a lowered
+    MaxRequestWorkers closes it and exits instead. Returns whether the worker is free."""
+    inst, users = st.inst, st.users
+    if (
+        not keepalive
+        or not inst.apache[i]
+        or (inst.hold[i] and inst.active[i] + inst.held[i] >= inst.climit[i])
+    ):
+        _user_thinks(st, u, t)
+        return True
+    think = st.draws.think[u, users.sent[u] - 1]
+    users.inst[u] = i
+    users.until[u] = t + inst.kat[i]
+    if not inst.hold[i]:
+        _user_next(users, u, USER_ISSUE, t + think)
+        return True
+    inst.held[i] += 1
+    if think > inst.kat[i]:
+        users.next[u] = t + think
+        _user_next(users, u, USER_EXPIRY, t + inst.kat[i])
+    else:
+        _user_next(users, u, USER_ISSUE, t + think)
+    return False
+
+
+@step
+def _record(out: Any, k: int, i: int, start: float, rt: float, size: float) -> int:
+    """Write output record k; returns the next one's place."""
+    out.inst[k] = i
+    out.start[k] = start
+    out.rt[k] = rt
+    out.size[k] = size
+    return k + 1
+
+
+# -- the events -----------------------------------------------------------------------------------
+
+
+@step
+def _complete(
+    st: Any,
+    seg: Any,
+    out: Any,
+    nout: int,
+    probe_rt: Any,
+    extended: Any,
+    keepalive: bool,
+    leastconn: bool,
+) -> tuple[int, int]:
+    """The first job of the resource at the head of the departure heap is done: record it (as
+    output record ``nout``), free its worker (and php-fpm child) for whoever waits, answer its
+    closed-loop user. Returns the status and the records written."""
+    ext = extended is not None
+    res, jobs, inst = st.res, st.jobs, st.inst
+    r = seg.departures.heap[0]
+    code = jobs.code[res.off[r]]
+    i = _instance_of(code)
+    if ext and nout >= out.inst.size:
+        return NEED_OUT, nout
+    if ext and inst.apache[i] and not (_reserve_job(st, r) and _reserve_queue(st, st.php, i)):
+        return NEED_SPACE, nout  # room for what the freed worker and php child may admit
+    o = res.off[r]  # (the reservation may have moved the slab)
+    t = seg.departures.k1[r]
+    dt = t - res.tlast[r]  # the virtual clock is set from the tag below
+    if dt > 0.0:
+        res.busy[r] += dt
+        res.tlast[r] = t
+    n = res.n[r]
+    tag, start, z = jobs.tag[o], jobs.start[o], jobs.size[o]
+    _jh_pop(jobs, o, n)
+    res.n[r] = n - 1
+    seg.rate[r] = _rate(res, r, n - 1, extended)
+    res.vtime[r] = 0.0 if n == 1 else tag
+    _instance_clock(st, i, t, extended)
+    inst.active[i] -= 1
+    inst.work[i] += _work(st, i, code, z, extended) * inst.factor[i]
+    child = False
+    worker = True
+    if code >= 0:
+        nout = _record(out, nout, i, start, t - start, z)
+        if ext and inst.apache[i] and _page_of(code):
+            inst.pact[i] -= 1
+            child = True
+        if code >= USER_ONE:
+            worker = _user_answered(st, i, (code >> USER_SHIFT) - 1, t, keepalive)
+    else:
+        probe_rt[0, i] += t - start
+        probe_rt[1, i] += 1.0
+    _take_free(st, seg, i, t, child, worker, extended)
+    _rekey_resource(st, seg, r)
+    if leastconn and seg.dispatch.k1[i] < np.inf:
+        _rekey_instance(st, seg, i)
+    return OK, nout
+
+
+@step
+def _set_capacity(st: Any, seg: Any, r: int, t: float, capacity: float, extended: Any) -> None:
+    """Resource r's capacity changes at t (a neighbour on the host's link, an apache reload):
+    the virtual clock runs at the old rate up to t, the new after."""
+    _advance(st.res, r, t, seg.rate[r])
+    st.res.cap[r] = capacity
+    seg.rate[r] = _rate(st.res, r, st.res.n[r], extended)
+    _rekey_resource(st, seg, r)
+
+
+@step
+def _set_slowdown(st: Any, seg: Any, i: int, t: float, factor: float) -> None:
+    """Instance i's slowdown factor changes at t: the remaining work of its jobs scales."""
+    res, jobs = st.res, st.jobs
+    r = st.inst.res[i]
+    _advance(res, r, t, seg.rate[r])
+    ratio = factor / st.inst.factor[i]
+    n = res.n[r]
+    if ratio != 1.0 and n > 0:
+        o = res.off[r]
+        v = res.vtime[r]
+        for k in range(o, o + n):
+            if _instance_of(jobs.code[k]) == i:
+                jobs.tag[k] = v + (jobs.tag[k] - v) * ratio
+        _jh_heapify(jobs, o, n)
+    st.inst.factor[i] = factor
+    _rekey_resource(st, seg, r)
+
+
+@step
+def _keepalive_ends(st: Any, seg: Any, extended: Any) -> int:
+    """The kept-alive connection of the user at the head of the users' heap times out: its
+    worker is free again."""
+    users, inst = st.users, st.inst
+    u = users.queue.heap[0]
+    i = users.inst[u]
+    r = inst.res[i]
+    if not (_reserve_job(st, r) and _reserve_queue(st, st.php, i)):
+        return NEED_SPACE
+    t = users.queue.k1[u]
+    _instance_clock(st, i, t, extended)
+    inst.held[i] -= 1
+    users.inst[u] = -1
+    _user_next(users, u, USER_ISSUE, users.next[u])
+    if _take_free(st, seg, i, t, False, True, extended):
+        _rekey_resource(st, seg, r)
+    return OK
+
+
+@step
+def _dispatched(st: Any, seg: Any, i: int, leastconn: bool) -> None:
+    """The balancer sent a new connection to instance i (the head of the dispatch heap)."""
+    if leastconn:
+        st.inst.seq[i] = st.lb[1]
+        seg.dispatch.k2[i] = st.lb[1]
+        st.lb[1] += 1.0
+    else:
+        st.lb[0] = seg.dispatch.k1[i]
+        st.inst.pos[i] += seg.step[i]
+        seg.dispatch.k1[i] = st.inst.pos[i]
+        _ih_down(seg.dispatch, 0)
+
+
+@step
+def _arrive(
+    st: Any,
+    seg: Any,
+    cursor: Any,
+    out: Any,
+    nout: int,
+    t: float,
+    i: int,
+    z: float,
+    code: int,
+    u: int,
+    held: bool,
+    extended: Any,
+    leastconn: bool,
+) -> tuple[int, int]:
+    """A probe (``code`` < 0) or a request (of user ``u``, -1: an open-loop one) arrives at
+    instance i at t: refused (output record ``nout``), served, waiting for a php-fpm child or
+    for a worker. ``held``: it came on a kept-alive connection that holds a worker. Returns
+    the status, ``NEED_SPACE`` (and nothing changed) when there is no room for it, and the
+    records written."""
+    ext = extended is not None
+    inst = st.inst
+    r = inst.res[i]
+    busy = inst.active[i] + inst.held[i] if ext else inst.active[i]
+    refuse = not held and inst.qlimit[i] >= 0 and busy + st.accept.n[i] >= inst.qlimit[i]
+    serve = held or busy < inst.climit[i]
+    to_php = (
+        serve and ext and inst.apache[i] and _page_of(code) != 0 and inst.pact[i] >= inst.plimit[i]
+    )
+    if not refuse:
+        if to_php:
+            room = _reserve_queue(st, st.php, i)
+        elif serve:
+            room = st.res.n[r] < st.res.capn[r] or _reserve_job(st, r)
+        else:
+            room = st.accept.head[i] + st.accept.n[i] < st.accept.capn[i] or _reserve_queue(
+                st, st.accept, i
+            )
+        if not room:
+            return NEED_SPACE, nout
+    # from here on the event is committed (the caller moves on past a probe or an open-loop
+    # request)
+    if u >= 0:
+        cursor[SENT] += 1
+        st.users.sent[u] += 1
+        _user_next(st.users, u, USER_BUSY, np.inf)
+    if code >= 0 and (code >> CONN_SHIFT) & 1:  # not on a kept-alive connection
+        _dispatched(st, seg, i, leastconn)
+    _instance_clock(st, i, t, extended)
+    if held:
+        inst.held[i] -= 1
+    if refuse:
+        inst.rej[i] += 1
+        if code >= 0:
+            nout = _record(out, nout, i, t, -1.0, z)
+            if u >= 0:
+                _user_thinks(st, u, t)
+    elif to_php:
+        inst.active[i] += 1  # it holds a worker and waits for a php-fpm child
+        _queue_push(st, st.php, i, t, z, code)
+    elif serve:
+        inst.active[i] += 1
+        if ext and inst.apache[i] and _page_of(code):
+            inst.pact[i] += 1
+        _admit(st, seg, t, code, t, z, extended)
+        _rekey_resource(st, seg, r)
+    else:
+        _queue_push(st, st.accept, i, t, z, code)
+    # a refused request changed the instance's sequence number, so it is re-keyed too; a probe
+    # must not make an instance the balancer may not use (booting, removed) eligible
+    if leastconn and seg.dispatch.k1[i] < np.inf:
+        _rekey_instance(st, seg, i)
+    return OK, nout
+
+
+@step
+def _picked(seg: Any) -> int:
+    """The instance the balancer picks for a new connection (-1: none is eligible)."""
+    if seg.dispatch.heap.size == 0:
+        return -1
+    i: int = seg.dispatch.heap[0]
+    return i if seg.dispatch.k1[i] < np.inf else -1
+
+
+@step
+def _request_arrives(
+    st: Any,
+    seg: Any,
+    sched: Any,
+    k: int,
+    cursor: Any,
+    out: Any,
+    nout: int,
+    extended: Any,
+    leastconn: bool,
+) -> tuple[int, int]:
+    """Open-loop request k goes to the instance the balancer picks."""
+    t, z = sched.arrival_t[k], sched.arrival_size[k]
+    i = _picked(seg)
+    if i < 0:  # refused: no server is eligible
+        return OK, _record(out, nout, -1, t, -1.0, z)
+    page = sched.arrival_page[k] if extended is not None else 0
+    code = i + (page << PAGE_SHIFT) + (1 << CONN_SHIFT)
+    return _arrive(st, seg, cursor, out, nout, t, i, z, code, -1, False, extended, leastconn)
+
+
+@step
+def _user_sends(
+    st: Any, seg: Any, cursor: Any, out: Any, nout: int, extended: Any, leastconn: bool
+) -> tuple[int, int]:
+    """The user at the head of the users' heap sends its next request: on its kept-alive
+    connection while it is open, else to the instance the balancer picks."""
+    users, draws = st.users, st.draws
+    u = users.queue.heap[0]
+    t = users.queue.k1[u]
+    if cursor[SENT] == cursor[MAX_SENT]:  # the users have sent workload.max_requests: it stops
+        _user_next(users, u, USER_DONE, np.inf)
+        return OK, nout
+    j = users.sent[u]
+    if j == draws.size.shape[1]:
+        cursor[NEEDY] = u
+        return NEED_DRAWS, nout
+    z = draws.size[u, j]
+    pinned = users.inst[u] >= 0 and t <= users.until[u]
+    i = users.inst[u] if pinned else _picked(seg)
+    if i < 0:  # refused: no server is eligible
+        cursor[SENT] += 1
+        users.sent[u] += 1
+        _user_thinks(st, u, t)
+        return OK, _record(out, nout, -1, t, -1.0, z)
+    code = i + (draws.page[u, j] << PAGE_SHIFT) + (u + 1) * USER_ONE
+    if not pinned:
+        code += 1 << CONN_SHIFT
+    held = pinned and st.inst.hold[i]  # the connection holds a worker: it serves
+    return _arrive(st, seg, cursor, out, nout, t, i, z, code, u, held, extended, leastconn)
+
+
+# -- a segment ------------------------------------------------------------------------------------
+
+
+@step
+def _start_segment(st: Any, seg: Any, algo: int, extended: Any) -> None:
+    """Each resource's per-job rate and next departure, each instance's stride step and
+    balancer key, and the heaps over them, from the state as it stands."""
+    res, inst = st.res, st.inst
+    for r in range(res.n.size):
+        seg.rate[r] = _rate(res, r, res.n[r], extended)
+        seg.departures.k1[r] = _next_departure(st, r, seg.rate[r])
+        seg.departures.k2[r] = r
+    _ih_build(seg.departures)
+    leastconn = algo == ALGO_LEASTCONN
+    for i in range(inst.res.size):
+        seg.step[i] = 1.0 / inst.weight[i] if algo == ALGO_WEIGHTED_RR else 1.0
+        ok = inst.elig[i] and inst.weight[i] > 0.0
+        if leastconn:
+            seg.dispatch.k1[i] = (
+                (inst.active[i] + st.accept.n[i] + 1.0) / inst.weight[i] if ok else np.inf
+            )
+            seg.dispatch.k2[i] = inst.seq[i]
+        else:
+            seg.dispatch.k1[i] = inst.pos[i] if ok else np.inf
+            seg.dispatch.k2[i] = i
+    _ih_build(seg.dispatch)
+
+
+@step
+def _end_segment(st: Any, seg: Any, t: float, extended: Any) -> None:
+    """Bring every clock to t, so that changes made between segments apply from there."""
+    res = st.res
+    for r in range(res.n.size):
+        _advance(res, r, t, seg.rate[r])
+        res.tlast[r] = t
+    for i in range(st.inst.res.size):
+        _instance_clock(st, i, t, extended)
 
 
 @compiled
@@ -357,775 +985,186 @@ def run_segment(
     algo: int,
     extended: Any,
     keepalive: bool,
-    arr_t: Any,
-    arr_size: Any,
-    arr_page: Any,
-    probe_t: Any,
-    probe_inst: Any,
-    probe_size: Any,
-    chg_t: Any,
-    chg_inst: Any,
-    chg_factor: Any,
+    sched: Any,
     cursor: Any,
-    res: Any,
-    jobs: Any,
-    inst: Any,
-    queues: Any,
-    users: Any,
-    draws: Any,
-    page_work: Any,
-    scalars: Any,
-    iscal: Any,
+    st: Any,
+    seg: Any,
     out: Any,
     probe_rt: Any,
 ) -> int:
-    """Run from the current state up to ``t_end``; returns ``OK``, or ``NEED_SPACE`` (a pool
-    is full), ``NEED_DRAWS`` (closed-loop users need more requests drawn) or ``NEED_OUT`` (the
-    output records are full), after which the caller makes room and calls again.
+    """Run from the current state ``st`` up to ``t_end``; returns ``OK``, or ``NEED_SPACE`` (a
+    pool is full), ``NEED_DRAWS`` (closed-loop users need more requests drawn) or ``NEED_OUT``
+    (the output records ``out`` are full), after which the caller makes room and calls again.
 
-    A change with ``chg_inst[k] >= 0`` sets that instance's slowdown factor to
-    ``chg_factor[k]``; one with ``chg_inst[k] = -(r + 1)`` sets resource r's capacity to it.
+    ``cursor`` (``ARRIVAL``, ``PROBE``...) is updated in place so that a call after a status
+    other than ``OK`` resumes exactly. ``seg`` is filled from the state as the call starts.
+    Probe jobs are reported in ``probe_rt`` only: row 0 adds up the times of instance i's probes
+    that completed, row 1 counts them.
 
-    ``cursor`` = [next arrival, next probe, next change, output records written, requests the
-    users sent, the user whose drawn requests ran out (with ``NEED_DRAWS``), unused, unused, most
-    requests the users may send], updated in place so that a call after a status other than
-    ``OK`` resumes exactly. ``scalars`` = [stride pass, leastconn sequence]; ``iscal`` = [job
-    pool used, queue pool used]. Output records are completions (rt ≥ 0) and refusals (rt = -1;
-    instance -1 when no server was eligible). Probe jobs carry instance -(i + 1) and are
-    reported in ``probe_rt`` only: row 0 adds up the times of instance i's probes that
-    completed, row 1 counts them. Requests carry a code (``INST_MASK``, ``CONN_SHIFT``...): the
-    instance, whether it came on a new connection, its PHP page, its closed-loop user.
-    """
-    r_cap, r_jobcap, r_perm, r_n, r_vtime, r_tlast, r_busy, r_off, r_capn, r_ovh = res
-    jtag, jstart, jinst, jsize = jobs
-    i_res, i_factor, i_climit, i_qlimit, i_weight, i_elig, i_active, i_wait = inst[:8]
-    i_pos, i_seq, i_area, i_tlast, i_work, i_rej = inst[8:14]
-    i_plimit, i_pact, i_pwait, i_held, i_warea, i_kat, i_hold, i_apache = inst[14:22]
-    i_rwork, i_bwork, i_cwork = inst[22:]
-    q_off, q_capn, qhead, qst, qsz, qcode, pq_off, pq_capn, pqhead = queues
-    uheap, _, uk1, _, u_state, u_inst, u_until, u_next, u_sent = users
-    cl_size, cl_page, cl_think = draws
-    out_inst, out_start, out_rt, out_size = out
-    out_cap = out_inst.size
-    n_res = r_cap.size
-    n_inst = i_res.size
-    n_users = uheap.size
-    leastconn = algo == ALGO_LEASTCONN
-    # ``extended`` is None for a run with neither apache instances nor closed-loop users: numba
-    # compiles a version of its own for that, in which ``ext`` is the constant False and every
-    # piece of the pools, the overhead and the users is left out (the open loop's hot path)
+    ``extended`` is None for a run with no apache instance, closed-loop user or per-job
+    overhead: numba compiles a version of its own for that, in which every piece of the pools,
+    the overhead and the users is left out (the open loop's hot path)."""
     ext = extended is not None
-    # per-job rate of each resource (capacity, caps and antagonists only change between
-    # segments; the job count is tracked below), and each instance's stride step
-    rate = np.empty(n_res)
-    for r in range(n_res):
-        rate[r] = _rate(r_cap, r_jobcap, r_perm, r_ovh, r_n[r], r)
-    step = np.ones(n_inst)
-    if algo == ALGO_WEIGHTED_RR:
-        step = 1.0 / i_weight
-    # departure heap over resources
-    dk1 = np.empty(n_res)
-    dk2 = np.arange(n_res).astype(np.float64)
-    dheap = np.empty(n_res, dtype=np.int64)
-    dpos = np.empty(n_res, dtype=np.int64)
-    for r in range(n_res):
-        dk1[r] = _next_departure(res, jtag, r)
-    _ih_build(dheap, dpos, dk1, dk2, n_res)
-    # dispatch heap over instances
-    sk1 = np.empty(n_inst)
-    sk2 = np.empty(n_inst)
-    sheap = np.empty(n_inst, dtype=np.int64)
-    spos = np.empty(n_inst, dtype=np.int64)
-    for i in range(n_inst):
-        ok = i_elig[i] and i_weight[i] > 0.0
-        if leastconn:
-            sk1[i] = (i_active[i] + i_wait[i] + 1.0) / i_weight[i] if ok else np.inf
-            sk2[i] = i_seq[i]
-        else:
-            sk1[i] = i_pos[i] if ok else np.inf
-            sk2[i] = i
-    if n_inst > 0:
-        _ih_build(sheap, spos, sk1, sk2, n_inst)
-
-    na = arr_t.size
-    npr = probe_t.size
-    nc = chg_t.size
-    ia = cursor[0]
-    ip = cursor[1]
-    ic = cursor[2]
-    nout = cursor[3]
-    issued = cursor[4]
-    max_issued = cursor[8]
-    drawn = cl_size.shape[1]  # requests drawn ahead per user: user u sends u_sent[u] of them
+    leastconn = algo == ALGO_LEASTCONN
+    _start_segment(st, seg, algo, extended)
+    users = st.users.queue
+    ia, ip, ic, nout = cursor[ARRIVAL], cursor[PROBE], cursor[CHANGE], cursor[WRITTEN]
     status = OK
-    while True:
-        ta = arr_t[ia] if ia < na else np.inf
-        tp = probe_t[ip] if ip < npr else np.inf
-        tc = chg_t[ic] if ic < nc else np.inf
-        td = dk1[dheap[0]] if n_res > 0 else np.inf
-        tu = uk1[uheap[0]] if ext and n_users > 0 else np.inf
+    while status == OK:
+        ta = sched.arrival_t[ia] if ia < sched.arrival_t.size else np.inf
+        tp = sched.probe_t[ip] if ip < sched.probe_t.size else np.inf
+        tc = sched.change_t[ic] if ic < sched.change_t.size else np.inf
+        td = seg.departures.k1[seg.departures.heap[0]] if seg.rate.size > 0 else np.inf
+        tu = users.k1[users.heap[0]] if ext and users.heap.size > 0 else np.inf
         tmin = min(min(ta, tp), min(min(tc, td), tu))
         if tmin >= t_end:
             break
-        # work left for the tail of the loop: free a php child or a worker of instance i (the
-        # next waiting request takes it), admit job (a_code, a_start, a_z) onto i's resource r
-        # at t (a second one, when a departure frees a php child and a worker, is admitted by
-        # _admit), re-key r
-        # in the departure heap, re-key i in the dispatch heap (least connections)
-        free_child = False
-        free_worker = False
-        admit = False
-        a_code = 0
-        a_start = 0.0
-        a_z = 0.0
-        rekey_res = False
-        rekey_inst = False
         if td == tmin:
-            # ---- departure
-            r = dheap[0]
-            code = jinst[r_off[r]]
-            i = code & INST_MASK if code >= 0 else -code - 1
-            if ext and nout >= out_cap:
-                status = NEED_OUT
-                break
-            if (
-                ext
-                and i_apache[i]
-                and not (
-                    _reserve_job(r, r_n, r_off, r_capn, jtag, jstart, jinst, jsize, iscal)
-                    and _reserve_queue(i, i_pwait, pq_off, pq_capn, pqhead, qst, qsz, qcode, iscal)
-                )
-            ):
-                # room for what the freed worker and php child may admit
-                status = NEED_SPACE
-                break
-            t = td
-            # inlined: _advance, without the virtual time that is set from the tag below
-            dt = t - r_tlast[r]
-            if dt > 0.0:
-                r_busy[r] += dt
-                r_tlast[r] = t
-            o = r_off[r]
-            n = r_n[r]
-            tag0 = jtag[o]
-            s0 = jstart[o]
-            z0 = jsize[o]
-            # pop the root: move the last job there and sift it down (as _jh_sift_down)
-            last = n - 1
-            if last > 0:
-                lt = jtag[o + last]
-                ls = jstart[o + last]
-                li = jinst[o + last]
-                lz = jsize[o + last]
-                p = 0
-                while True:
-                    c = 2 * p + 1
-                    if c >= last:
-                        break
-                    if c + 1 < last and jtag[o + c + 1] < jtag[o + c]:
-                        c += 1
-                    if jtag[o + c] >= lt:
-                        break
-                    jtag[o + p] = jtag[o + c]
-                    jstart[o + p] = jstart[o + c]
-                    jinst[o + p] = jinst[o + c]
-                    jsize[o + p] = jsize[o + c]
-                    p = c
-                jtag[o + p] = lt
-                jstart[o + p] = ls
-                jinst[o + p] = li
-                jsize[o + p] = lz
-            r_n[r] = n - 1
-            # inlined: _rate
-            rr = min(r_cap[r] / (n - 1 + r_perm[r]), r_jobcap[r])
-            if ext and r_ovh[r] > 0.0:
-                rr = rr / (1.0 + r_ovh[r] * (n - 1))
-            rate[r] = rr
-            r_vtime[r] = 0.0 if n == 1 else tag0
-            dt = t - i_tlast[i]
-            if dt > 0.0:
-                i_area[i] += (i_active[i] + i_wait[i]) * dt
-                if ext:
-                    i_warea[i] += (i_active[i] + i_held[i]) * dt
-                i_tlast[i] = t
-            i_active[i] -= 1
-            # inlined: _work
-            w = z0
-            if ext and i_apache[i]:
-                w = z0 * i_bwork[i] + i_rwork[i]
-                if code >= 0:
-                    w += (
-                        i_cwork[i] * ((code >> CONN_SHIFT) & 1)
-                        + page_work[(code >> PAGE_SHIFT) & PAGE_MASK]
-                    )
-            i_work[i] += w * i_factor[i]
-            free_worker = True
-            if code >= 0:
-                out_inst[nout] = i
-                out_start[nout] = s0
-                out_rt[nout] = t - s0
-                out_size[nout] = z0
-                nout += 1
-                if ext and i_apache[i] and (code >> PAGE_SHIFT) & PAGE_MASK:
-                    i_pact[i] -= 1
-                    free_child = True
-                if code >= USER_ONE:
-                    # a closed-loop user has its answer: it thinks, keeping its connection
-                    # (and, with the worker MPM, its worker) for at most KeepAliveTimeout;
-                    # a worker above a lowered MaxRequestWorkers closes it and exits instead
-                    u = (code >> USER_SHIFT) - 1
-                    think = cl_think[u, u_sent[u] - 1]
-                    if (
-                        keepalive
-                        and i_apache[i]
-                        and not (i_hold[i] and i_active[i] + i_held[i] >= i_climit[i])
-                    ):
-                        u_inst[u] = i
-                        u_until[u] = t + i_kat[i]
-                        if i_hold[i]:
-                            i_held[i] += 1
-                            free_worker = False
-                        if i_hold[i] and think > i_kat[i]:
-                            u_next[u] = t + think
-                            _user_next(users, u, USER_EXPIRY, t + i_kat[i])
-                        else:
-                            _user_next(users, u, USER_ISSUE, t + think)
-                    else:
-                        u_inst[u] = -1
-                        _user_next(users, u, USER_ISSUE, t + think)
-            else:
-                probe_rt[0, i] += t - s0
-                probe_rt[1, i] += 1.0
-            rekey_res = True
-            rekey_inst = leastconn and sk1[i] < np.inf
+            status, nout = _complete(st, seg, out, nout, probe_rt, extended, keepalive, leastconn)
         elif tc == tmin:
-            t = tc
-            i = chg_inst[ic]
-            f_new = chg_factor[ic]
+            target = sched.change_target[ic]
+            if target < 0:
+                _set_capacity(st, seg, -target - 1, tc, sched.change_value[ic], extended)
+            else:
+                _set_slowdown(st, seg, target, tc, sched.change_value[ic])
             ic += 1
-            if i < 0:
-                # ---- capacity change of resource -i - 1 (a neighbour on the host's link, an
-                # apache reload): the virtual clock runs at the old rate up to t, the new after
-                r = -i - 1
-                _advance(res, r, t)
-                r_cap[r] = f_new
-                rate[r] = _rate(r_cap, r_jobcap, r_perm, r_ovh, r_n[r], r)
-                rekey_res = True
-            else:
-                # ---- slowdown factor change: rescale the remaining work of the instance's jobs
-                r = i_res[i]
-                _advance(res, r, t)
-                ratio = f_new / i_factor[i]
-                n = r_n[r]
-                if ratio != 1.0 and n > 0:
-                    o = r_off[r]
-                    v = r_vtime[r]
-                    for k in range(o, o + n):
-                        jk = jinst[k]
-                        if (jk >= 0 and jk & INST_MASK == i) or jk == -i - 1:
-                            jtag[k] = v + (jtag[k] - v) * ratio
-                    for p in range(n // 2 - 1, -1, -1):
-                        _jh_sift_down(jtag, jstart, jinst, jsize, o, p, n)
-                i_factor[i] = f_new
-                rekey_res = True
-        elif tu == tmin and tp > tmin and u_state[uheap[0]] == USER_EXPIRY:
-            # ---- a kept-alive connection times out: its worker is free again
-            u = uheap[0]
-            i = u_inst[u]
-            r = i_res[i]
-            if not (
-                _reserve_job(r, r_n, r_off, r_capn, jtag, jstart, jinst, jsize, iscal)
-                and _reserve_queue(i, i_pwait, pq_off, pq_capn, pqhead, qst, qsz, qcode, iscal)
-            ):
-                status = NEED_SPACE
-                break
-            t = tu
-            dt = t - i_tlast[i]
-            if dt > 0.0:
-                i_area[i] += (i_active[i] + i_wait[i]) * dt
-                i_warea[i] += (i_active[i] + i_held[i]) * dt
-                i_tlast[i] = t
-            i_held[i] -= 1
-            u_inst[u] = -1
-            _user_next(users, u, USER_ISSUE, u_next[u])
-            free_worker = True
-        else:
-            # ---- arrival: a probe straight to its instance, or a request (an open-loop
-            # arrival or a closed-loop user's) through the balancer or on a kept-alive
-            # connection to its instance
-            if ext and nout >= out_cap:
-                status = NEED_OUT
-                break
-            probe = tp == tmin
-            u = -1
-            held = False
-            if probe:
-                t = tp
-                i = probe_inst[ip]
-                z = probe_size[ip]
-                code = -i - 1
-            else:
-                pinned = False
-                if tu == tmin:
-                    t = tu
-                    u = uheap[0]
-                    if issued == max_issued:
-                        # the users have sent workload.max_requests: this one stops
-                        _user_next(users, u, USER_DONE, np.inf)
-                        continue
-                    if u_sent[u] == drawn:
-                        status = NEED_DRAWS
-                        cursor[5] = u
-                        break
-                    z = cl_size[u, u_sent[u]]
-                    pg = cl_page[u, u_sent[u]]
-                    pinned = u_inst[u] >= 0 and t <= u_until[u]
-                else:
-                    t = ta
-                    z = arr_size[ia]
-                    pg = arr_page[ia] if ext else 0
-                i = u_inst[u] if pinned else (sheap[0] if n_inst > 0 else -1)
-                if not pinned and (i < 0 or sk1[i] == np.inf):
-                    if u >= 0:
-                        issued += 1
-                        u_sent[u] += 1
-                        u_inst[u] = -1
-                        _user_next(users, u, USER_ISSUE, t + cl_think[u, u_sent[u] - 1])
-                    else:
-                        ia += 1
-                    out_inst[nout] = -1
-                    out_start[nout] = t
-                    out_rt[nout] = -1.0
-                    out_size[nout] = z
-                    nout += 1
-                    continue
-                code = i + (pg << PAGE_SHIFT) + (u + 1) * USER_ONE
-                if not pinned:
-                    code += 1 << CONN_SHIFT
-                held = pinned and i_hold[i]  # the connection holds a worker: it serves
-            r = i_res[i]
-            busy = i_active[i] + i_held[i] if ext else i_active[i]
-            refuse = not held and i_qlimit[i] >= 0 and busy + i_wait[i] >= i_qlimit[i]
-            serve = held or busy < i_climit[i]
-            to_php = (
-                serve
-                and code >= 0
-                and ext
-                and i_apache[i]
-                and (code >> PAGE_SHIFT) & PAGE_MASK != 0
-                and i_pact[i] >= i_plimit[i]
+        elif tu == tmin and tp > tmin and st.users.state[users.heap[0]] == USER_EXPIRY:
+            status = _keepalive_ends(st, seg, extended)
+        elif ext and nout >= out.inst.size:
+            status = NEED_OUT  # an arrival may need a record
+        elif tp == tmin:  # a probe goes straight to its instance
+            i = sched.probe_inst[ip]
+            z = sched.probe_size[ip]
+            status, nout = _arrive(
+                st, seg, cursor, out, nout, tp, i, z, -i - 1, -1, False, extended, leastconn
             )
-            if not refuse:
-                if to_php:
-                    room = _reserve_queue(
-                        i, i_pwait, pq_off, pq_capn, pqhead, qst, qsz, qcode, iscal
-                    )
-                elif serve:
-                    # the common case (a free slot in the slab) inlined from _reserve_job
-                    room = r_n[r] < r_capn[r] or _reserve_job(
-                        r, r_n, r_off, r_capn, jtag, jstart, jinst, jsize, iscal
-                    )
-                else:
-                    room = qhead[i] + i_wait[i] < q_capn[i] or _reserve_queue(
-                        i, i_wait, q_off, q_capn, qhead, qst, qsz, qcode, iscal
-                    )
-                if not room:
-                    status = NEED_SPACE
-                    break
-            # from here on the event is committed
-            if probe:
+            if status == OK:
                 ip += 1
-            elif u >= 0:
-                issued += 1
-                u_sent[u] += 1
-                _user_next(users, u, USER_BUSY, np.inf)
-            else:
+        elif tu == tmin:
+            status, nout = _user_sends(st, seg, cursor, out, nout, extended, leastconn)
+        else:
+            status, nout = _request_arrives(
+                st, seg, sched, ia, cursor, out, nout, extended, leastconn
+            )
+            if status == OK:
                 ia += 1
-            if probe or (code & (1 << CONN_SHIFT)) == 0:
-                pass  # a probe, or a request on a kept-alive connection: no balancer choice
-            elif leastconn:
-                i_seq[i] = scalars[1]
-                sk2[i] = scalars[1]
-                scalars[1] += 1.0
-            else:
-                scalars[0] = sk1[i]
-                i_pos[i] += step[i]
-                sk1[i] = i_pos[i]
-                # inlined: _ih_down(sheap, spos, sk1, sk2, 0, n_inst)
-                x = sheap[0]
-                p = 0
-                while True:
-                    c = 2 * p + 1
-                    if c >= n_inst:
-                        break
-                    d = c + 1
-                    if d < n_inst:
-                        hc = sheap[c]
-                        hd = sheap[d]
-                        if sk1[hd] < sk1[hc] or (sk1[hd] == sk1[hc] and sk2[hd] < sk2[hc]):
-                            c = d
-                    y = sheap[c]
-                    if sk1[y] < sk1[x] or (sk1[y] == sk1[x] and sk2[y] < sk2[x]):
-                        sheap[p] = y
-                        spos[y] = p
-                        p = c
-                    else:
-                        break
-                sheap[p] = x
-                spos[x] = p
-            dt = t - i_tlast[i]
-            if dt > 0.0:
-                i_area[i] += (i_active[i] + i_wait[i]) * dt
-                if ext:
-                    i_warea[i] += (i_active[i] + i_held[i]) * dt
-                i_tlast[i] = t
-            if held:
-                i_held[i] -= 1
-            if refuse:
-                i_rej[i] += 1
-                if not probe:
-                    out_inst[nout] = i
-                    out_start[nout] = t
-                    out_rt[nout] = -1.0
-                    out_size[nout] = z
-                    nout += 1
-                    if u >= 0:
-                        u_inst[u] = -1
-                        _user_next(users, u, USER_ISSUE, t + cl_think[u, u_sent[u] - 1])
-            elif to_php:
-                # it holds a worker and waits for a php-fpm child
-                i_active[i] += 1
-                k = pq_off[i] + pqhead[i] + i_pwait[i]
-                qst[k] = t
-                qsz[k] = z
-                qcode[k] = code
-                i_pwait[i] += 1
-            elif serve:
-                i_active[i] += 1
-                if ext and code >= 0 and i_apache[i] and (code >> PAGE_SHIFT) & PAGE_MASK:
-                    i_pact[i] += 1
-                admit = True
-                a_code = code
-                a_start = t
-                a_z = z
-            else:
-                k = q_off[i] + qhead[i] + i_wait[i]
-                qst[k] = t
-                qsz[k] = z
-                qcode[k] = code
-                i_wait[i] += 1
-            # a refused request changed the instance's sequence number, so it is re-keyed too;
-            # a probe must not make an instance the balancer may not use (booting, removed)
-            # eligible
-            rekey_inst = leastconn and sk1[i] < np.inf
-        if free_child and i_pwait[i] > 0 and i_pact[i] < i_plimit[i]:
-            # the php waiter at the head takes the child (it holds its worker already)
-            h = pq_off[i] + pqhead[i]
-            pqhead[i] += 1
-            i_pwait[i] -= 1
-            i_pact[i] += 1
-            admit = True
-            a_code = qcode[h]
-            a_start = qst[h]
-            a_z = qsz[h]
-        if free_worker and i_wait[i] > 0 and i_active[i] + (i_held[i] if ext else 0) < i_climit[i]:
-            # the head of the accept queue takes the worker
-            h = q_off[i] + qhead[i]
-            qhead[i] += 1
-            i_wait[i] -= 1
-            i_active[i] += 1
-            hcode = qcode[h]
-            php = ext and hcode >= 0 and i_apache[i] and (hcode >> PAGE_SHIFT) & PAGE_MASK != 0
-            if php and i_pact[i] >= i_plimit[i]:
-                k = pq_off[i] + pqhead[i] + i_pwait[i]
-                qst[k] = qst[h]
-                qsz[k] = qsz[h]
-                qcode[k] = hcode
-                i_pwait[i] += 1
-            else:
-                if php:
-                    i_pact[i] += 1
-                if admit:
-                    _admit(res, jobs, inst, page_work, t, hcode, qst[h], qsz[h])
-                else:
-                    admit = True
-                    a_code = hcode
-                    a_start = qst[h]
-                    a_z = qsz[h]
-        if admit:
-            # inlined: _admit (job a_code of instance i onto its resource r)
-            dt = t - r_tlast[r]
-            if dt > 0.0:
-                if r_n[r] > 0:
-                    r_vtime[r] += rate[r] * dt
-                    r_busy[r] += dt
-                r_tlast[r] = t
-            n = r_n[r]
-            if n == 0:
-                r_tlast[r] = t
-                r_vtime[r] = 0.0
-            o = r_off[r]
-            # inlined: _work
-            w = a_z
-            if ext and i_apache[i]:
-                w = a_z * i_bwork[i] + i_rwork[i]
-                if a_code >= 0:
-                    w += (
-                        i_cwork[i] * ((a_code >> CONN_SHIFT) & 1)
-                        + page_work[(a_code >> PAGE_SHIFT) & PAGE_MASK]
-                    )
-            tag = r_vtime[r] + w * i_factor[i]
-            # inlined: _jh_push
-            p = n
-            while p > 0:
-                parent = (p - 1) >> 1
-                if jtag[o + parent] <= tag:
-                    break
-                jtag[o + p] = jtag[o + parent]
-                jstart[o + p] = jstart[o + parent]
-                jinst[o + p] = jinst[o + parent]
-                jsize[o + p] = jsize[o + parent]
-                p = parent
-            jtag[o + p] = tag
-            jstart[o + p] = a_start
-            jinst[o + p] = a_code
-            jsize[o + p] = a_z
-            r_n[r] = n + 1
-            # inlined: _rate
-            rr = min(r_cap[r] / (n + 1 + r_perm[r]), r_jobcap[r])
-            if ext and r_ovh[r] > 0.0:
-                rr = rr / (1.0 + r_ovh[r] * (n + 1))
-            rate[r] = rr
-            rekey_res = True
-        if rekey_res:
-            # inlined: _next_departure, then restore r's place in the departure heap (sift
-            # up, then down as in _ih_down)
-            if r_n[r] == 0:
-                dk1[r] = np.inf
-            else:
-                remaining = jtag[r_off[r]] - r_vtime[r]
-                if remaining < 0.0:
-                    remaining = 0.0
-                dk1[r] = r_tlast[r] + remaining / rate[r]
-            k1 = dk1[r]
-            k2 = dk2[r]
-            p = dpos[r]
-            while p > 0:
-                parent = (p - 1) >> 1
-                y = dheap[parent]
-                if k1 < dk1[y] or (k1 == dk1[y] and k2 < dk2[y]):
-                    dheap[p] = y
-                    dpos[y] = p
-                    p = parent
-                else:
-                    break
-            while True:
-                c = 2 * p + 1
-                if c >= n_res:
-                    break
-                d = c + 1
-                if d < n_res:
-                    hc = dheap[c]
-                    hd = dheap[d]
-                    if dk1[hd] < dk1[hc] or (dk1[hd] == dk1[hc] and dk2[hd] < dk2[hc]):
-                        c = d
-                y = dheap[c]
-                if dk1[y] < k1 or (dk1[y] == k1 and dk2[y] < k2):
-                    dheap[p] = y
-                    dpos[y] = p
-                    p = c
-                else:
-                    break
-            dheap[p] = r
-            dpos[r] = p
-        if rekey_inst:
-            # restore i's place in the dispatch heap after its new key (as for the departure
-            # heap above)
-            sk1[i] = (i_active[i] + i_wait[i] + 1.0) / i_weight[i]
-            k1 = sk1[i]
-            k2 = sk2[i]
-            p = spos[i]
-            while p > 0:
-                parent = (p - 1) >> 1
-                y = sheap[parent]
-                if k1 < sk1[y] or (k1 == sk1[y] and k2 < sk2[y]):
-                    sheap[p] = y
-                    spos[y] = p
-                    p = parent
-                else:
-                    break
-            while True:
-                c = 2 * p + 1
-                if c >= n_inst:
-                    break
-                d = c + 1
-                if d < n_inst:
-                    hc = sheap[c]
-                    hd = sheap[d]
-                    if sk1[hd] < sk1[hc] or (sk1[hd] == sk1[hc] and sk2[hd] < sk2[hc]):
-                        c = d
-                y = sheap[c]
-                if sk1[y] < k1 or (sk1[y] == k1 and sk2[y] < k2):
-                    sheap[p] = y
-                    spos[y] = p
-                    p = c
-                else:
-                    break
-            sheap[p] = i
-            spos[i] = p
-    cursor[0] = ia
-    cursor[1] = ip
-    cursor[2] = ic
-    cursor[3] = nout
-    cursor[4] = issued
+    cursor[ARRIVAL], cursor[PROBE], cursor[CHANGE], cursor[WRITTEN] = ia, ip, ic, nout
     if status == OK:
-        # bring every clock to the end so that changes made between segments apply from there
-        for r in range(n_res):
-            _advance(res, r, t_end)
-            r_tlast[r] = t_end
-        for i in range(n_inst):
-            dt = t_end - i_tlast[i]
-            if dt > 0.0:
-                i_area[i] += (i_active[i] + i_wait[i]) * dt
-                if ext:
-                    i_warea[i] += (i_active[i] + i_held[i]) * dt
-                i_tlast[i] = t_end
+        _end_segment(st, seg, t_end, extended)
     return status
 
 
+# -- what the caller changes between runs ---------------------------------------------------------
+
+
 @compiled
-def admit_waiting(
-    res: Any, jobs: Any, inst: Any, queues: Any, page_work: Any, iscal: Any, t: float
-) -> int:
+def admit_waiting(st: Any, t: float) -> int:
     """Move waiting requests on where a raised limit now allows it: php waiters onto a free
     php-fpm child, the accept queue's head onto a free worker (and on to php-fpm's queue when
     it is a PHP page and no child is free)."""
-    r_n, r_off, r_capn = res[3], res[7], res[8]
-    jtag, jstart, jinst, jsize = jobs
-    i_res, i_climit, i_active, i_wait = inst[0], inst[2], inst[6], inst[7]
-    i_plimit, i_pact, i_pwait, i_held, i_apache = inst[14], inst[15], inst[16], inst[17], inst[21]
-    q_off, _, qhead, qst, qsz, qcode, pq_off, pq_capn, pqhead = queues
-    for i in range(i_res.size):
-        r = i_res[i]
+    res, inst = st.res, st.inst
+    for i in range(inst.res.size):
+        r = inst.res[i]
         while True:
-            if not _reserve_job(r, r_n, r_off, r_capn, jtag, jstart, jinst, jsize, iscal):
+            if not _reserve_job(st, r):
                 return NEED_SPACE
-            if i_pwait[i] > 0 and i_pact[i] < i_plimit[i]:
-                h = pq_off[i] + pqhead[i]
-                pqhead[i] += 1
-                i_pwait[i] -= 1
-                i_pact[i] += 1
-                _admit(res, jobs, inst, page_work, t, qcode[h], qst[h], qsz[h])
+            if st.php.n[i] > 0 and inst.pact[i] < inst.plimit[i]:
+                start, size, code = _queue_pop(st, st.php, i)
+                inst.pact[i] += 1
+                _enter_service(st, t, code, start, size, _rate(res, r, res.n[r], 1), 1)
                 continue
-            if i_wait[i] == 0 or i_active[i] + i_held[i] >= i_climit[i]:
+            if st.accept.n[i] == 0 or inst.active[i] + inst.held[i] >= inst.climit[i]:
                 break
-            if not _reserve_queue(i, i_pwait, pq_off, pq_capn, pqhead, qst, qsz, qcode, iscal):
+            if not _reserve_queue(st, st.php, i):
                 return NEED_SPACE
-            h = q_off[i] + qhead[i]
-            qhead[i] += 1
-            i_wait[i] -= 1
-            i_active[i] += 1
-            code = qcode[h]
-            php = code >= 0 and i_apache[i] and (code >> PAGE_SHIFT) & PAGE_MASK != 0
-            if php and i_pact[i] >= i_plimit[i]:
-                k = pq_off[i] + pqhead[i] + i_pwait[i]
-                qst[k] = qst[h]
-                qsz[k] = qsz[h]
-                qcode[k] = code
-                i_pwait[i] += 1
+            start, size, code = _queue_pop(st, st.accept, i)
+            inst.active[i] += 1
+            php = inst.apache[i] and _page_of(code) != 0
+            if php and inst.pact[i] >= inst.plimit[i]:
+                _queue_push(st, st.php, i, start, size, code)
             else:
                 if php:
-                    i_pact[i] += 1
-                _admit(res, jobs, inst, page_work, t, code, qst[h], qsz[h])
+                    inst.pact[i] += 1
+                _enter_service(st, t, code, start, size, _rate(res, r, res.n[r], 1), 1)
     return OK
 
 
 @compiled
-def drop_instance(
-    i: int, t: float, res: Any, jobs: Any, inst: Any, queues: Any, users: Any, draws: Any
-) -> int:
+def drop_instance(i: int, t: float, st: Any) -> int:
     """Abort every job of instance ``i`` (in service, waiting for a worker or a php-fpm
     child) and close its kept-alive connections; returns how many requests were aborted. A
     closed-loop user whose request is aborted thinks and sends its next one."""
-    r_n, r_vtime, r_off = res[3], res[4], res[7]
-    jtag, jstart, jinst, jsize = jobs
-    i_res, i_active, i_wait = inst[0], inst[6], inst[7]
-    i_pact, i_pwait, i_held = inst[15], inst[16], inst[17]
-    q_off, qcode, pq_off, pqhead, qhead = queues[0], queues[5], queues[6], queues[8], queues[2]
-    u_state, u_inst, u_next, u_sent = users[4], users[5], users[7], users[8]
-    cl_think = draws[2]
-    r = i_res[i]
-    o = r_off[r]
-    n = r_n[r]
+    res, jobs, inst = st.res, st.jobs, st.inst
+    r = inst.res[i]
+    o = res.off[r]
+    n = res.n[r]
     keep = 0
     aborted = 0
     for k in range(o, o + n):
-        code = jinst[k]
-        mine = (code >= 0 and code & INST_MASK == i) or code == -i - 1
-        if not mine:
-            jtag[o + keep] = jtag[k]
-            jstart[o + keep] = jstart[k]
-            jinst[o + keep] = jinst[k]
-            jsize[o + keep] = jsize[k]
+        code = jobs.code[k]
+        if _instance_of(code) != i:
+            _jh_move(jobs, o + keep, k)
             keep += 1
         elif code >= 0:
             aborted += 1
             if code >= USER_ONE:
-                u = (code >> USER_SHIFT) - 1
-                u_inst[u] = -1
-                _user_next(users, u, USER_ISSUE, t + cl_think[u, u_sent[u] - 1])
-    for which in range(2):
-        start = q_off[i] + qhead[i] if which == 0 else pq_off[i] + pqhead[i]
-        count = i_wait[i] if which == 0 else i_pwait[i]
-        for k in range(start, start + count):
+                _user_thinks(st, (code >> USER_SHIFT) - 1, t)
+    for q in (st.accept, st.php):
+        start = q.off[i] + q.head[i]
+        for k in range(start, start + q.n[i]):
             aborted += 1
-            code = qcode[k]
+            code = st.waiting.code[k]
             if code >= USER_ONE:
-                u = (code >> USER_SHIFT) - 1
-                u_inst[u] = -1
-                _user_next(users, u, USER_ISSUE, t + cl_think[u, u_sent[u] - 1])
-    for u in range(u_inst.size):
-        if u_inst[u] == i:  # a kept-alive connection, closed
-            u_inst[u] = -1
-            if u_state[u] == USER_EXPIRY:
-                _user_next(users, u, USER_ISSUE, u_next[u])
-    r_n[r] = keep
-    for p in range(keep // 2 - 1, -1, -1):
-        _jh_sift_down(jtag, jstart, jinst, jsize, o, p, keep)
+                _user_thinks(st, (code >> USER_SHIFT) - 1, t)
+        q.n[i] = 0
+        q.head[i] = 0
+    _close_connections(st, i, False)
+    res.n[r] = keep
+    _jh_heapify(jobs, o, keep)
     if keep == 0:
-        r_vtime[r] = 0.0
-    i_active[i] = 0
-    i_wait[i] = 0
-    i_pact[i] = 0
-    i_pwait[i] = 0
-    i_held[i] = 0
-    qhead[i] = 0
-    pqhead[i] = 0
+        res.vtime[r] = 0.0
+    inst.active[i] = 0
+    inst.pact[i] = 0
+    inst.held[i] = 0
     return aborted
 
 
-@compiled
-def close_kept_alive(i: int, inst: Any, users: Any) -> int:
-    """Close instance ``i``'s idle kept-alive connections (a graceful restart: the old children
-    exit, ending them), freeing the workers they held; returns how many were closed. Each of
-    those users sends its next request on a new connection, when its think ends."""
-    u_state, u_inst, u_next = users[4], users[5], users[7]
-    i_held = inst[17]
+@step
+def _close_connections(st: Any, i: int, idle_only: bool) -> int:
+    """Close instance i's kept-alive connections (with ``idle_only``, of users not done);
+    returns how many. A user waiting for its connection to time out sends when its think
+    ends."""
+    users = st.users
     closed = 0
-    for u in range(u_inst.size):
-        if u_inst[u] == i and u_state[u] != USER_DONE:
-            u_inst[u] = -1
+    for u in range(users.inst.size):
+        if users.inst[u] == i and not (idle_only and users.state[u] == USER_DONE):
+            users.inst[u] = -1
             closed += 1
-            if u_state[u] == USER_EXPIRY:
-                _user_next(users, u, USER_ISSUE, u_next[u])
-    i_held[i] = 0
+            if users.state[u] == USER_EXPIRY:
+                _user_next(users, u, USER_ISSUE, users.next[u])
     return closed
 
 
-# -- what an interval's records add up to -------------------------------------------------------
+@compiled
+def build_heap(h: Any) -> None:
+    """Make the indexed heap ``h`` of every id from their keys."""
+    _ih_build(h)
 
 
 @compiled
+def close_kept_alive(i: int, st: Any) -> int:
+    """Close instance ``i``'s idle kept-alive connections (a graceful restart: the old children
+    exit, ending them), freeing the workers they held; returns how many were closed. Each of
+    those users sends its next request on a new connection, when its think ends."""
+    closed = _close_connections(st, i, True)
+    st.inst.held[i] = 0
+    return closed
+
+
+# -- what an interval's records add up to ---------------------------------------------------------
+
+
+@allocating
 def interval_stats(inst: Any, rt: Any, n: int, quantiles: Any) -> Any:
     """Per instance over one interval's records (``inst``, ``rt``: instance and response time,
     -1 for none): completed requests, the sum of their response times, and each of
@@ -1175,34 +1214,22 @@ def interval_stats(inst: Any, rt: Any, n: int, quantiles: Any) -> Any:
 
 
 @compiled
-def oldest_start(
-    r_n: Any,
-    r_off: Any,
-    jstart: Any,
-    jinst: Any,
-    i_wait: Any,
-    q_off: Any,
-    qhead: Any,
-    i_pwait: Any,
-    pq_off: Any,
-    pqhead: Any,
-    qst: Any,
-) -> Any:
-    """Per instance, the arrival time of its oldest request in service (probes left out) or at
-    the head of its accept queue or php-fpm queue; ``inf`` for an instance that holds none. (The arrays it reads,
-    not the argument groups: a call pays for every array it passes.)"""
-    out = np.full(i_wait.size, np.inf)
-    for r in range(r_n.size):
-        o = r_off[r]
-        for k in range(o, o + r_n[r]):
-            code = jinst[k]
+def oldest_start(st: Any, out: Any) -> None:
+    """Per instance into ``out``, the arrival time of its oldest request in service (probes
+    left out) or at the head of its accept queue or php-fpm queue; ``inf`` for an instance that
+    holds none."""
+    res, jobs = st.res, st.jobs
+    for i in range(out.size):
+        out[i] = np.inf
+    for r in range(res.n.size):
+        o = res.off[r]
+        for k in range(o, o + res.n[r]):
+            code = jobs.code[k]
             if code >= 0:
                 i = code & INST_MASK
-                if jstart[k] < out[i]:
-                    out[i] = jstart[k]
-    for i in range(i_wait.size):
-        if i_wait[i] > 0 and qst[q_off[i] + qhead[i]] < out[i]:
-            out[i] = qst[q_off[i] + qhead[i]]
-        if i_pwait[i] > 0 and qst[pq_off[i] + pqhead[i]] < out[i]:
-            out[i] = qst[pq_off[i] + pqhead[i]]
-    return out
+                if jobs.start[k] < out[i]:
+                    out[i] = jobs.start[k]
+    for q in (st.accept, st.php):
+        for i in range(out.size):
+            if q.n[i] > 0 and st.waiting.start[q.off[i] + q.head[i]] < out[i]:
+                out[i] = st.waiting.start[q.off[i] + q.head[i]]

@@ -1,10 +1,13 @@
-"""What the ``service`` section turns into before the run: request sizes, slowdown changes,
-the on/off timeline of host interference, closed-loop users' requests and think times, and
-what an apache instance's settings cost."""
+"""What the ``service`` section turns into before the run (``plan_service``, once): request
+sizes, slowdown changes, the on/off timeline of host interference, closed-loop users' requests
+and think times, and what an apache instance's settings cost."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
@@ -13,11 +16,16 @@ from numpy.typing import NDArray
 from quell.core.rng import component_rng
 from quell.errors import InputError, Problem
 from quell.scenario.model import ApacheSettings, Host, Instance, Scenario
+from quell.scenario.schedule import build_schedule
 from quell.scenario.service import (
     ApacheModel,
+    DeterministicSize,
+    EmpiricalSize,
+    ExponentialSize,
     HostInterference,
     OnOffSlowdown,
     ScheduledSlowdown,
+    ServiceModel,
     SizeModel,
 )
 from quell.workload.population import USER_STREAM, draw_block
@@ -27,6 +35,92 @@ from quell.workload.spec import ClosedLoopSpec
 MAX_TAKEN_SHARE = 0.95
 """Neighbours with a bitrate (iperf3 ``bitrate_mbit``, ``service.interference``) take at most
 this share of a host's link."""
+
+
+# -- request sizes ---------------------------------------------------------------------------------
+#
+# One class per distribution ``service.size`` allows (as Ciw's distributions are): each draws
+# samples and states its mean and variance in closed form, which the theory tests hold it to.
+
+
+class Exponential:
+    """Exponential sizes of mean m: variance m²."""
+
+    def __init__(self, mean: float = 1.0) -> None:
+        self.mean = mean
+
+    @property
+    def variance(self) -> float:
+        return self.mean**2
+
+    def sample(self, rng: np.random.Generator, n: int) -> NDArray[np.float64]:
+        return np.asarray(self.mean * rng.standard_exponential(n), dtype=np.float64)
+
+
+class Deterministic:
+    """Every size m: variance 0."""
+
+    def __init__(self, mean: float = 1.0) -> None:
+        self.mean = mean
+
+    @property
+    def variance(self) -> float:
+        return 0.0
+
+    def sample(self, rng: np.random.Generator, n: int) -> NDArray[np.float64]:
+        return np.full(n, self.mean, dtype=np.float64)
+
+
+class Lognormal:
+    """m · exp(σZ − σ²/2), Z standard normal: mean m, variance m² (e^(σ²) − 1)."""
+
+    def __init__(self, mean: float = 1.0, sigma: float = 1.0) -> None:
+        self.mean = mean
+        self.sigma = sigma
+
+    @property
+    def variance(self) -> float:
+        return self.mean**2 * math.expm1(self.sigma**2)
+
+    def sample(self, rng: np.random.Generator, n: int) -> NDArray[np.float64]:
+        z = rng.standard_normal(n)
+        return np.asarray(
+            self.mean * np.exp(self.sigma * z - self.sigma**2 / 2.0), dtype=np.float64
+        )
+
+
+class Empirical:
+    """One of ``values`` at random, each as likely: their mean and (population) variance."""
+
+    def __init__(self, values: Sequence[float]) -> None:
+        self.values = np.asarray(values, dtype=np.float64)
+
+    @property
+    def mean(self) -> float:
+        return float(self.values.mean())
+
+    @property
+    def variance(self) -> float:
+        return float(self.values.var())
+
+    def sample(self, rng: np.random.Generator, n: int) -> NDArray[np.float64]:
+        return self.values[rng.integers(0, self.values.size, size=n)]
+
+
+SizeDistribution = Exponential | Deterministic | Lognormal | Empirical
+
+
+def size_distribution(model: SizeModel) -> SizeDistribution:
+    """The distribution ``service.size`` names; of mean 1 when it gives no ``mean_bytes``
+    (then each request's size is its own file's times a draw)."""
+    if isinstance(model, EmpiricalSize):
+        return Empirical(model.values_bytes)
+    mean = 1.0 if model.mean_bytes is None else model.mean_bytes
+    if isinstance(model, ExponentialSize):
+        return Exponential(mean)
+    if isinstance(model, DeterministicSize):
+        return Deterministic(mean)
+    return Lognormal(mean, model.sigma)
 
 
 def draw_sizes(
@@ -46,23 +140,10 @@ def draw_sizes_from(
     nominal = nominal_bytes.astype(np.float64)
     if model is None:
         return nominal
-    n = nominal.size
-    mean: NDArray[np.float64] | float = (
-        nominal if model.mean_bytes is None else float(model.mean_bytes)
-    )
-    if model.distribution == "exponential":
-        return np.asarray(mean * rng.standard_exponential(n), dtype=np.float64)
-    if model.distribution == "deterministic":
-        return np.broadcast_to(np.asarray(mean, dtype=np.float64), (n,)).copy()
-    if model.distribution == "lognormal":
-        z = rng.standard_normal(n)
-        return np.asarray(mean * np.exp(model.sigma * z - model.sigma**2 / 2.0), dtype=np.float64)
-    values = np.asarray(model.values_bytes or [], dtype=np.float64)
-    if values.size == 0:
-        raise InputError(
-            "service", [Problem("service.size.values_bytes", "empirical sizes need values_bytes")]
-        )
-    return values[rng.integers(0, values.size, size=n)]
+    drawn = size_distribution(model).sample(rng, nominal.size)
+    if isinstance(model, EmpiricalSize) or model.mean_bytes is not None:
+        return drawn
+    return nominal * drawn
 
 
 def slowdown_changes(
@@ -283,3 +364,78 @@ def memory_factor(model: ApacheModel, settings: ApacheSettings) -> float:
         + settings.php_max_children * model.php_child_memory_bytes
     )
     return 1.0 + model.swap_slowdown * max(0.0, used / model.memory_bytes - 1.0)
+
+
+# -- all of it, before a run ----------------------------------------------------------------------
+
+Changes = tuple[NDArray[np.float64], NDArray[np.int64], NDArray[np.float64]]
+"""(time, index, value) of each change, sorted by time."""
+
+
+@dataclass(frozen=True)
+class ServicePlan:
+    """What a scenario's workload and ``service`` section turn into before its simulator run."""
+
+    schedule: RequestSchedule
+    """The request schedule; for closed-loop users, none (no times: only the paths)."""
+    sizes_bytes: NDArray[np.float64]
+    """Each scheduled request's size (``service.size``)."""
+    pages: NDArray[np.int64]
+    """Each path's PHP page (1 + its place in ``scenario.pages``; 0: a static file)."""
+    slowdown: Changes
+    """``service.slowdown``: (time, instance index in ``scenario.instances``, factor)."""
+    interference: Changes
+    """``service.interference``: (time, host index, bytes/s the host's neighbours take)."""
+    cpus: list[float]
+    """Each instance's cores, were it an apache instance (``apache_cpus``)."""
+    users: ClosedLoopDraws | None
+    """What closed-loop users ask for and think (none for an open-loop workload)."""
+
+
+def plan_service(
+    scenario: Scenario, base_dir: Path, schedule: RequestSchedule | None = None
+) -> ServicePlan:
+    """The scenario's ``ServicePlan`` (``schedule``: one built already); raises one
+    ``InputError`` naming every problem: an instance with no capacity (not an apache instance,
+    on a host without ``link_mbit``, and no ``service.capacity_bytes_per_s``), a slowdown or
+    interference naming what does not exist."""
+    svc = scenario.service or ServiceModel()
+    closed = isinstance(scenario.workload.arrival, ClosedLoopSpec)
+    if schedule is None:
+        schedule = closed_loop_paths(scenario) if closed else build_schedule(scenario, base_dir)
+    problems = [
+        Problem(
+            f"instances[{k}]",
+            f"host {inst.host!r} has no link_mbit: set service.capacity_bytes_per_s",
+        )
+        for k, inst in enumerate(scenario.instances)
+        if inst.server != "apache"
+        and scenario.host(inst.host).link_mbit is None
+        and svc.capacity_bytes_per_s is None
+    ]
+    empty: Changes = (np.empty(0), np.empty(0, dtype=np.int64), np.empty(0))
+    interference, slowdown = empty, empty
+    try:
+        interference = interference_changes(
+            svc.interference, scenario.hosts, scenario.duration_s, scenario.seed
+        )
+    except InputError as exc:
+        problems.extend(exc.problems)
+    try:
+        slowdown = slowdown_changes(
+            svc.slowdown, [i.id for i in scenario.instances], scenario.duration_s, scenario.seed
+        )
+    except InputError as exc:
+        problems.extend(exc.problems)
+    if problems:
+        raise InputError(scenario.name, problems)
+    pages = page_index(scenario, schedule.paths)
+    return ServicePlan(
+        schedule=schedule,
+        sizes_bytes=draw_sizes(svc.size, schedule.size_bytes, scenario.seed),
+        pages=pages,
+        slowdown=slowdown,
+        interference=interference,
+        cpus=[apache_cpus(svc.apache, i, scenario.host(i.host)) for i in scenario.instances],
+        users=ClosedLoopDraws(scenario, schedule, pages) if closed else None,
+    )
