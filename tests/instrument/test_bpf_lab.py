@@ -249,8 +249,9 @@ def test_a_token_counts_the_wait_behind_other_cgroups_and_not_behind_its_own() -
         f" serving: other {serving_other}, own {serving_own}"
     )
     # beside another cgroup's spinner: half of 2 s waited, nearly all of it behind that cgroup
+    # (the program's clock and schedstat's differ by about 0.5 %, as for the serving thread below)
     assert 0.6e9 < other[0] < 1.4e9
-    assert 0.9 * other[0] <= other[1] <= other[0] + 2_000_000
+    assert 0.9 * other[0] <= other[1] <= 1.02 * other[0] + 2_000_000
     assert other[2] >= 50
     # without the inherited map the two fields say "not measured"
     assert unmapped[1:] == (-1, -1)

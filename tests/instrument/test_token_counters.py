@@ -42,10 +42,11 @@ def test_a_spinning_thread_is_on_the_cpu_or_waiting_for_it(lib: qt.TokenLibrary)
 
     r = in_thread(run)
     assert 300 * MS <= r.wall_ns < 500 * MS
-    # never blocked: every nanosecond is CPU or run-queue wait (a few ms of tick granularity)
-    assert abs(r.wall_ns - r.cpu_ns - r.runq_wait_ns) <= 0.02 * r.wall_ns + 2 * MS
+    # never blocked: every nanosecond is CPU or run-queue wait (a few ms of tick granularity);
+    # the interpreter may block a few times, briefly, when another thread asks for the GIL, so
+    # the count of voluntary switches is not bounded, only the time they take
+    assert abs(r.blocked_ns) <= 0.02 * r.wall_ns + 2 * MS
     assert r.cpu_ns > 0
-    assert r.vol_cs <= 2  # the interpreter may block once or twice (GIL hand-over), briefly
     assert r.cpu_ns <= r.wall_ns
 
 
