@@ -37,17 +37,22 @@ from quell.probe.table import ProbeTable
 
 FloatArray = NDArray[np.float64]
 
-CUT_FRACTION = 0.5
-"""A glance cuts an instance only when its probe leaves it less than half the capacity it was
-planned with: a single download that meets the service's own requests reads as a few per cent of
-neighbour load, which the interval's window reads better; a neighbour that matters takes far
-more (docs/papers/prima.md)."""
+CUT_FRACTION = 0.75
+"""A glance cuts an instance only when its probe leaves it less than a quarter of the capacity it
+was planned with: one download that meets the service's own requests reads as neighbour load,
+which the interval's window reads better, while a neighbour that leaves no capacity reads far
+beyond. On prima-sim-table8 (seed 8, no neighbour, instances at U = 50 %) a half cut on such
+noise and read 98.74 % of settled instance-intervals at 1.12x the oracle, a quarter 99.17 % at
+1.14x, against 99.16 % at 1.06x without the fast path (docs/papers/prima.md)."""
 AGE_FACTOR = 4.0
 """A request held longer than this many R_th, on an instance that completed nothing in the
 glance, reads as a neighbour that has left the instance no capacity (docs/papers/prima.md)."""
 
 SCALE_OUT_AT_ONCE = True
-"""Whether a glance that leaves the fleet short of capacity scales out at once (docs/papers/prima.md)."""
+"""Whether a glance that leaves the fleet short of capacity scales out at once. Without it, on
+prima-sim-table8 (seed 8) 98.25 % of settled instance-intervals at 1.10x the oracle against
+99.17 % at 1.14x, and on prima-sim-1000 (seed 1000, its first 1,950 s) 94.74 % of the
+instance-intervals with requests against 95.70 % (docs/papers/prima.md)."""
 
 
 @dataclass

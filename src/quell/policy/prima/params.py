@@ -103,7 +103,9 @@ class PrimaParams(BaseModel):
     (``quell.policy.prima.fast``): an instance whose probe download (or a request held past 4
     R_th with nothing completed) says it lost capacity gets the weight its new capacity gives
     at once, and a fleet left short scales out at once. ``None``: decide at the intervals only
-    (the paper). prima-sim-1000 sets 1 (docs/papers/prima.md)."""
+    (the paper). prima-sim-1000 compares PRIMA with 1 (``prima_fast``): on seed 1000, through its
+    first 3,780 s, 95.65 % of the instance-intervals with requests met R_th against 95.04 %,
+    with 16 % more instance-intervals; its policy keeps ``None`` (docs/papers/prima.md)."""
 
     # -- scale-out ----------------------------------------------------------------------------
     wait_intervals: Annotated[int, Field(ge=0, le=100)] = 1
