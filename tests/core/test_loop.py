@@ -121,3 +121,56 @@ def test_virtual_clock_jumps_and_never_goes_back() -> None:
     clock.sleep_until(600.0)
     clock.sleep_until(10.0)
     assert clock.now() == 600.0
+
+
+class GlancingEnv(ScriptedEnv):
+    def glance(self) -> Snapshot:
+        t = self.clock.now()
+        self.log.append((t, "glance"))
+        if t in self.fail_at:
+            raise ComponentError("scripted", f"no glance at {t}")
+        obs = Observation(time_s=t, instance_id="a", interval_s=0.5)
+        return Snapshot(time_s=t, environment=self.name, instances={"a": obs})
+
+
+class FastPolicy(HalvingPolicy):
+    fast_interval_s: float | None = 0.5
+
+    def react(self, glance: Snapshot) -> Decision:
+        return Decision((SetWeight("a", 10),), reason=f"glance {glance.time_s:g}")
+
+
+def test_a_fast_path_glances_between_ticks_and_its_decisions_are_marked() -> None:
+    env = GlancingEnv(fail_at=[1.5])
+    decisions: list[tuple[float, Decision]] = []
+    report = ControlLoop(
+        env,
+        FastPolicy(),
+        1.0,
+        2.0,
+        [(1.5, lambda: env.log.append((env.clock.now(), "event")))],
+        on_decision=lambda t, d: decisions.append((t, d)),
+    ).run()
+    # the tick only observes; at equal times the event comes before the glance
+    assert env.log == [
+        (0.5, "glance"),
+        (1.0, "observe"),
+        (1.5, "event"),
+        (1.5, "glance"),
+        (2.0, "observe"),
+    ]
+    assert (report.ticks, report.glances, report.cycle_errors) == (2, 2, 1)
+    assert [(t, d.detail.get("fast")) for t, d in decisions] == [
+        (0.5, True),
+        (1.0, None),
+        (2.0, None),
+    ]
+    assert env.applied == [SetWeight("a", 10), SetWeight("a", 50), SetWeight("a", 50)]
+
+
+def test_without_a_fast_interval_the_loop_never_glances() -> None:
+    env = GlancingEnv()
+    policy = FastPolicy()
+    policy.fast_interval_s = None
+    report = ControlLoop(env, policy, 1.0, 3.0).run()
+    assert report.glances == 0 and [w for _, w in env.log] == ["observe"] * 3

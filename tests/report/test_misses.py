@@ -11,9 +11,8 @@ import pytest
 import yaml
 
 from quell.core.action import AddInstance, Decision
-from quell.core.observation import Observation, Snapshot
+from quell.core.observation import OLDEST_KEY, Observation, Snapshot
 from quell.report.misses import PLACES, fleet_short_ends, miss_breakdown
-from quell.report.slo import OLDEST_KEY
 from quell.scenario import parse_scenario
 from quell.store.run import RunStore
 from tests.cli.inprocess import assert_refused, run_quell

@@ -29,6 +29,8 @@ from quell.core.contract import (
     check_add_instance,
     check_before_start,
     check_close,
+    check_glance,
+    check_glance_keeps_observe,
     check_mixed_batch,
     check_reconfigure_server,
     check_remove_instance,
@@ -239,6 +241,37 @@ class NeedsStart(SimEnvironment):
         return super().observe()
 
 
+class GlanceObserves(SimEnvironment):
+    """A glance that closes observe's interval: the next observe covers only the time since."""
+
+    def glance(self) -> Snapshot:
+        return self.observe()
+
+
+class GlanceFromObserve(SimEnvironment):
+    """A glance whose window runs from the last observe, not from the last glance."""
+
+    def glance(self) -> Snapshot:
+        snap = super().glance()
+        since = snap.time_s - self._last_obs_s
+        bent = {
+            k: dataclasses.replace(o, interval_s=since, throughput_rps=o.requests / since)
+            for k, o in snap.instances.items()
+        }
+        return dataclasses.replace(snap, instances=bent)
+
+
+class GlanceAfterClose(SimEnvironment):
+    """Glances after ``close``, though it refuses to observe."""
+
+    def glance(self) -> Snapshot:
+        closed, self._closed = self._closed, False
+        try:
+            return super().glance()
+        finally:
+            self._closed = closed
+
+
 def reseeded() -> Callable[[], SimEnvironment]:
     """Each environment from another seed, as a simulator on global random state would be."""
     seeds = iter(range(100, 200))
@@ -322,6 +355,26 @@ FLAWS: list[tuple[str, Callable[[], EnvironmentFixture[Any]], SharedCheck | OwnC
         check_before_start,
     ),
     ("another seed each time", lambda: sim_fixture(reseeded()), check_same_seed),
+    (
+        "a glance closes the interval",
+        lambda: sim_fixture(lambda: GlanceObserves(scenario())),
+        check_glance_keeps_observe,
+    ),
+    (
+        "a glance closes the interval, seen in its length",
+        lambda: sim_fixture(lambda: GlanceObserves(scenario())),
+        check_glance,
+    ),
+    (
+        "a glance after a glance covers the time since observe",
+        lambda: sim_fixture(lambda: GlanceFromObserve(scenario())),
+        check_glance,
+    ),
+    (
+        "glancing after close",
+        lambda: sim_fixture(lambda: GlanceAfterClose(scenario())),
+        check_close,
+    ),
 ]
 
 

@@ -70,6 +70,9 @@ SERVER_SETTING_KEYS = {
 }
 """``ReconfigureServer`` setting → the ``Observation.extra`` key that shows the value in force
 on the instance (as the server reports it, where it can), for servers that have it (apache)."""
+OLDEST_KEY = "oldest_in_flight_seconds"
+"""``Observation.extra`` key: how long the oldest request the instance still holds at the end of
+the interval (or glance) has been there. Absent when it holds none or it is not measured."""
 THROTTLED_KEY = "cfs_throttled_seconds"
 """``Observation.extra`` key: time the instance's cgroup spent throttled by its CPU quota in the
 interval (cgroup ``cpu.stat`` ``throttled_usec``). Absent where it is not measured."""

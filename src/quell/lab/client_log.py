@@ -64,6 +64,24 @@ class ClientLog:
         readings, self._probe_pending = probe_readings(self._probe_pending, now)
         return readings
 
+    def completed_between(self, since: float, now: float) -> list[RequestRecord]:
+        """The requests completed in ``[since, now)``, without taking them from ``completed``
+        (a glance)."""
+        if self._tail is not None:
+            new = self._tail.read()
+            self._to_store.extend(new)
+            self._pending.extend(new)
+        return [r for r in self._pending if since <= r.send_s + (r.latency_s or 0.0) < now]
+
+    def probes_between(self, since: float, now: float) -> dict[str, dict[str, float]]:
+        """Per instance, the probe reading of the downloads completed in ``[since, now)``,
+        without taking them from ``probe_results`` (a glance)."""
+        if self._probe_tail is None:
+            return {}
+        self._probe_pending.extend(self._probe_tail.read())
+        readings, _ = probe_readings([r for r in self._probe_pending if r.end_s >= since], now)
+        return readings
+
     def take_requests(self) -> list[RequestRecord]:
         """Every request record read since the last call, for the run store."""
         out, self._to_store = self._to_store, []

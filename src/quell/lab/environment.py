@@ -65,6 +65,9 @@ class LabEnvironment:
             scenario, scenario_dir, run_dir, layout, self.tag, runtime_root, schedule
         )
         self.sampler = Sampler(layout)
+        self.glance_sampler = Sampler(layout)
+        """The counters' readings at the last glance or observe (``glance``)."""
+        self._last_glance = 0.0
         self.lifecycle = Lifecycle(self.testbed, self.sampler)
         self.client_log = ClientLog()
         self.clock = WallClock()
@@ -105,6 +108,7 @@ class LabEnvironment:
         requests_csv = self.run_dir / "requests.csv"
         self.client_log.follow_requests(requests_csv)
         self.sampler.prime(self.lifecycle.probes(), bed.link_readings())
+        self.glance_sampler.prime(self.lifecycle.probes(), bed.link_readings())
         start_at = time.monotonic() + 0.3
         self.clock = WallClock(origin=start_at)
         bed.start_load(start_at, requests_csv)
@@ -146,7 +150,26 @@ class LabEnvironment:
             now, interval, self.lifecycle.probes(), lb, done, self.testbed.link_readings(), extra
         )
         self.lifecycle.settle(now, lb)
+        self.glance_sampler.prime(self.lifecycle.probes(), self.testbed.link_readings())
+        self._last_glance = now
         return snap
+
+    def glance(self) -> Snapshot:
+        """The window since the last glance or observe, without closing observe's interval: the
+        client side's requests and probe downloads completed in it (peeked, left for observe)
+        and the counters against a second sampler's readings, primed at every observe."""
+        self._require_started("glance")
+        self._check_alive()
+        now = self.clock.now()
+        since, self._last_glance = self._last_glance, now
+        done = self.client_log.completed_between(since, now)
+        extra = self.client_log.probes_between(since, now)
+        lb = {}
+        if self.runtime is not None:
+            lb = {s.server: s for s in self.runtime.show_stat() if s.backend == BACKEND}
+        return self.glance_sampler.sample(
+            now, now - since, self.lifecycle.probes(), lb, done, self.testbed.link_readings(), extra
+        )
 
     def apply(self, actions: Sequence[Action]) -> None:
         """Carry out each action; if any cannot be (an unknown instance, a refusal by HAProxy

@@ -344,6 +344,18 @@ class LiveEnvironment:
             out[m.id] = self._observation(m, now, dt, by_server.get(m.server, []), obs_agent)
         return Snapshot(time_s=now, environment=self.name, instances=out)
 
+    def glance(self) -> Snapshot:
+        """Not yet: a glance needs the HAProxy log's records peeked rather than drained
+        (``LogReader.drain`` hands each record out once) and the agents' series over a window
+        of a few seconds, where Prometheus rates need four scrapes (``_window_s``): a scrape
+        interval of at most a quarter of the glance's, or the agents' ``/metrics`` read
+        directly."""
+        self._require_started("glance")
+        raise NotImplementedError(
+            "live: glance (a policy's fast path) needs the HAProxy log peeked and the agents read "
+            "over a window of seconds; set no fast_interval_s on a live deployment"
+        )
+
     def _observation(
         self,
         m: Member,

@@ -236,6 +236,19 @@ class Fleet:
         self._weight.update(desired)
         return changes
 
+    def set_weights(self, ids: Sequence[str], weights: NDArray[np.int64]) -> tuple[SetWeight, ...]:
+        """SetWeight for each of ``ids`` whose weight in force is not ``weights[k]``, the other
+        instances' weights left as they are (so no comparison of proportions: ``ids`` may be a
+        few of the fleet's)."""
+        have = self._weight
+        out = tuple(
+            SetWeight(i, w)
+            for i, w in zip(ids, np.asarray(weights, dtype=np.int64).tolist(), strict=True)
+            if have.get(i) != w
+        )
+        have.update((a.instance_id, a.weight) for a in out)
+        return out
+
     def reweight_many(
         self, ids: Sequence[str], weights: NDArray[np.int64]
     ) -> tuple[SetWeight, ...]:

@@ -50,9 +50,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from quell.core.observation import Observation
+from quell.core.observation import OLDEST_KEY, Observation
 from quell.errors import InputError, Problem, QuellError
-from quell.report.slo import OLDEST_KEY, instance_hosts
+from quell.report.slo import instance_hosts
 from quell.scenario.model import Scenario
 from quell.scenario.service import ServiceModel
 from quell.sim.service import interference_changes

@@ -52,6 +52,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from quell.core.action import SCALING_TYPES
+from quell.core.observation import OLDEST_KEY
 from quell.errors import InputError
 from quell.models.oracle import OracleResult
 from quell.scenario.model import Scenario
@@ -61,7 +62,6 @@ from quell.sim.service import interference_changes
 from quell.store.run import RunStore
 
 DEFAULT_BOOT_S = 30.0
-OLDEST_KEY = "oldest_in_flight_seconds"
 
 
 def default_settle_s(scenario: Scenario) -> float:

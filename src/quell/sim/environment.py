@@ -41,7 +41,13 @@ from quell.core.action import (
     SetWeight,
 )
 from quell.core.clock import VirtualClock
-from quell.core.observation import MAXCONN_KEY, SERVER_SETTING_KEYS, Observation, Snapshot
+from quell.core.observation import (
+    MAXCONN_KEY,
+    OLDEST_KEY,
+    SERVER_SETTING_KEYS,
+    Observation,
+    Snapshot,
+)
 from quell.core.rng import component_rng
 from quell.errors import ActionError, EnvironmentStateError, InputError, Problem
 from quell.probe.severity import PROBE_COUNT_KEY, PROBE_KEY
@@ -55,7 +61,7 @@ from quell.scenario.model import (
     StressNg,
 )
 from quell.scenario.service import ServiceModel
-from quell.sim.core import MAX_PAGES, Algorithm, EventCore, Records
+from quell.sim.core import MAX_PAGES, Algorithm, EventCore, Records, interval_stats
 from quell.sim.service import MAX_TAKEN_SHARE, apache_cpus, memory_factor, plan_service
 from quell.sim.table import Table
 from quell.store.run import RequestRecord
@@ -69,8 +75,6 @@ _QUANTILES = (0.50, 0.95, 0.99)
 DEFAULT_BOOT_S = 30.0
 """Delay of ``AddInstance`` when the scenario has no ``scaling`` section."""
 LINK_UTIL_KEY = "link_util_pct"
-OLDEST_KEY = "oldest_in_flight_seconds"
-"""How long the oldest request still in the instance at the interval's end has been there."""
 BUSY_WORKERS_KEY = "server_busy_workers"
 """An apache instance's workers busy over the interval, on average (serving, waiting for a
 php-fpm child, or held by an idle kept-alive connection): server-status' BusyWorkers."""
@@ -105,6 +109,13 @@ class LinkState(NamedTuple):
     taken_area: NDArray[np.float64]  # ∫ taken dt since the last snapshot,
     taken_t: NDArray[np.float64]  # brought up to this time
     fill: NDArray[np.float64]  # work of unlimited iperf3 streams since the last snapshot
+
+
+class _GlanceMark(NamedTuple):
+    records: int  # how many of ``_pending`` the last glance read
+    time_s: float
+    work: NDArray[np.float64]
+    refused: NDArray[np.int64]
 
 
 class SimEnvironment:
@@ -182,6 +193,9 @@ class SimEnvironment:
         self._arr_cursor = 0
         self._pending: list[Records] = []
         self._last_obs_s = 0.0
+        self._glance = _GlanceMark(0, 0.0, np.zeros(0), np.zeros(0, dtype=np.int64))
+        """Where the last glance (or observe) left off: the records of ``_pending`` it read, its
+        time, and the instances' work done and refusals then."""
         self.lb_refused_total_ = 0
         self.log_capacity = log_capacity
         self.capacity_log_: list[NDArray[np.float64]] = []
@@ -483,7 +497,69 @@ class SimEnvironment:
         interval = t - self._last_obs_s
         snap = self._snapshot(t, interval)
         self._last_obs_s = t
+        inst = self.core_.instances_
+        self._glance = _GlanceMark(0, t, inst.work.copy(), inst.rej.copy())
         return snap
+
+    def glance(self) -> Snapshot:
+        """The window since the last glance or observe, ending now, without closing observe's
+        interval: per serving or draining instance, the requests completed in it and their
+        response times, the refusals, the probe downloads completed, the age of the oldest
+        request held now and the utilisation of the work completed; no link utilisation and no
+        server settings (those are observe's). The event core runs up to now, as for an event or
+        an action, so the next observe differs from one without glances at most by the rounding
+        of its clocks' last bits (``check_glance_keeps_observe``)."""
+        self._refuse_if_closed("glance")
+        t = self.clock.now()
+        self._advance(t)
+        core, mark = self.core_, self._glance
+        records = self._pending[mark.records :]
+        inst = core.instances_
+        n = core.n_instances
+        window = t - mark.time_s
+        self._glance = _GlanceMark(len(self._pending), t, inst.work.copy(), inst.rej.copy())
+        stats = interval_stats([r for r in records if len(r)], n, _QUANTILES)
+        work = inst.work - np.pad(mark.work, (0, n - mark.work.size))
+        refused = inst.rej - np.pad(mark.refused, (0, n - mark.refused.size))
+        probe_sum, probe_count = np.zeros(n), np.zeros(n)
+        for r in records:
+            k = r.probe_count.size
+            probe_sum[:k] += r.probe_sum_s
+            probe_count[:k] += r.probe_count
+        oldest = t - core.oldest_start_s()
+        ins = self.instances_
+        counts, sums, quant = stats.requests, stats.rt_sum_s, stats.rt_quantiles_s
+        states, capacity = ins.state.tolist(), ins.capacity.tolist()
+        weight = inst.weight.tolist()
+        out: dict[str, Observation] = {}
+        for i, state in enumerate(states):
+            if state not in (SERVING, DRAINING) or window <= 0:
+                continue
+            c = int(counts[i])
+            util = 100.0 * work[i] / (capacity[i] * window)
+            extra: dict[str, float] = {}
+            if probe_count[i] > 0:
+                extra[PROBE_KEY] = float(probe_sum[i] / probe_count[i])
+                extra[PROBE_COUNT_KEY] = float(probe_count[i])
+            if np.isfinite(oldest[i]):
+                extra[OLDEST_KEY] = float(oldest[i])
+            iid = self.instance_ids_[i]
+            out[iid] = Observation(
+                time_s=t,
+                instance_id=iid,
+                interval_s=window,
+                requests=c,
+                throughput_rps=c / window,
+                mean_rt_seconds=float(sums[i] / c) if c else None,
+                p50_rt_seconds=float(quant[0, i]) if c else None,
+                p95_rt_seconds=float(quant[1, i]) if c else None,
+                p99_rt_seconds=float(quant[2, i]) if c else None,
+                errors=int(refused[i]),
+                util_pct=float(util),
+                weight=round(weight[i]),
+                extra=extra,
+            )
+        return Snapshot(time_s=t, environment=self.name, instances=out)
 
     def _link_util(self, interval: float, work: NDArray[np.float64]) -> NDArray[np.float64]:
         """Per resource: % of its nominal capacity used in the interval by everyone on it

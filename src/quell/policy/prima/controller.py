@@ -33,9 +33,10 @@ from numpy.typing import NDArray
 from quell.core.action import Action, Decision, SetWeight
 from quell.core.observation import Snapshot
 from quell.models.bundle import ModelBundle, load_bundle
-from quell.models.capacity import CapacityModel
+from quell.models.capacity import CapacityModel, Query
 from quell.policy.context import PolicyContext, parse_params
 from quell.policy.fleet import Fleet
+from quell.policy.prima import fast
 from quell.policy.prima.calibration import Calibration
 from quell.policy.prima.capacity import WEIGHTING, CapacityAccount, Plan
 from quell.policy.prima.inputs import Inputs
@@ -104,6 +105,16 @@ class PrimaPolicy:
         """Intervals in a row each instance has had no capacity left for requests."""
         self.intervals_ = 0
         """Intervals decided on so far (``warmup_intervals``)."""
+        self.fast_interval_s = params.fast_interval_s
+        """How often the control loop glances between intervals (``react``); ``None``: never."""
+        self.fast_: fast.FastRule | None = None
+        if params.fast_interval_s is not None:
+            self.fast_ = fast.FastRule(
+                self.capacity_, bundle.probe_table, target_rt_s, params.min_room_pct
+            )
+        self.fast_cut_: dict[str, float] = {}
+        """U_max of each instance a glance cut since the last interval: its capacity there is at
+        most this."""
 
     @classmethod
     def build(cls, params: dict[str, float | int | str | bool], ctx: PolicyContext) -> PrimaPolicy:
@@ -154,6 +165,8 @@ class PrimaPolicy:
             u_int, u_max, onsets = self.onset_.adjust(
                 self.capacity_, ids, u_int, u_max, fresh, seen.rt_s
             )
+        if self.fast_cut_:
+            u_max = self._carry_cuts(ids, u_max)
         rt_now = self.capacity_.predict_rt(util, u_int.value)
         pending = sorted(fleet.pending_add)
         plan = self.account_.plan(seen.total_util_pct, u_max.value, pending, seen.awaiting)
@@ -176,6 +189,8 @@ class PrimaPolicy:
                 ids, seen.total_util_pct, util, u_max.value, u_int.value, plan.state, detail
             )
             decision = self._act(now, plan)
+            if self.fast_ is not None:
+                self._arm(now, plan)
         else:
             decision = Decision(
                 reason=f"waiting for {', '.join(plan.coming)} to report its SF", detail=detail
@@ -202,6 +217,80 @@ class PrimaPolicy:
             columns["sf_window"] = _nan_to_none(window)
             columns["sf_gate"] = _nan_to_none(gate)
         return decision
+
+    # -- between intervals (``fast_interval_s``) ----------------------------------------------
+    def react(self, glance: Snapshot) -> Decision:
+        """The fast rule on a glance: cut the weight of each instance that lost capacity, and
+        scale out at once when the fleet is left short (``quell.policy.prima.fast``)."""
+        rule = self.fast_
+        found = None if rule is None else rule.read(glance)
+        if found is None or rule is None or rule.armed_ is None:
+            return Decision()
+        armed = rule.armed_
+        ids = [armed.ids[k] for k in found.at.tolist()]
+        for iid, u in zip(ids, found.u_max_pct.tolist(), strict=True):
+            self.fast_cut_[iid] = min(u, self.fast_cut_.get(iid, u))
+        actions: list[Action] = list(self.fleet_.set_weights(ids, found.weight))
+        names = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+        reason = (
+            f"glance: {len(ids)} instance(s) lost capacity ({names}; {found.by_probe} by the "
+            f"probe, {len(ids) - found.by_probe} by a request held over "
+            f"{fast.AGE_FACTOR:g} R_th): weights ∝ their capacity now"
+        )
+        detail: dict[str, object] = {
+            "cut": ids,
+            "u_max_pct": found.u_max_pct.tolist(),
+            "weight": found.weight.tolist(),
+            "planned_capacity_pct": found.planned_pct,
+        }
+        demand = armed.total_util_pct * (1.0 + self.params.safety_factor)
+        if (
+            fast.SCALE_OUT_AT_ONCE
+            and demand > found.planned_pct
+            and self.intervals_ > self.params.warmup_intervals
+        ):
+            adds = self.scale_out_.add_now(demand - found.planned_pct, self._avoid())
+            if adds:
+                self.scale_in_.trial_.reset()
+                rule.added(len(adds) * self.scale_out_.net_pct)
+                actions += adds
+                detail["added"] = [a.instance_id for a in adds]
+                reason += (
+                    f"; U={armed.total_util_pct:.1f}% exceeds the {found.planned_pct:.1f}% "
+                    f"left: scale out with {len(adds)} instance(s) at once"
+                )
+        return Decision(tuple(actions), reason=reason, detail=detail)
+
+    def _carry_cuts(self, ids: list[str], u_max: Query) -> Query:
+        """U_max at most what the glances since the last interval found, then forget them."""
+        cut = np.fromiter((self.fast_cut_.get(i, np.inf) for i in ids), dtype=float, count=len(ids))
+        self.fast_cut_ = {}
+        return Query(np.minimum(u_max.value, cut), u_max.clamped)
+
+    def _arm(self, now: Interval, plan: Plan) -> None:
+        """The fast rule reads the glances until the next interval against this one's plan."""
+        assert self.fast_ is not None
+        if self.intervals_ <= self.params.warmup_intervals:
+            self.fast_.armed_ = None
+            return
+        weights = self.fleet_.weights
+        probe = self.account_.probes(now.ids)
+        added = now.detail.get("added")
+        coming = len(added) if isinstance(added, list) else 0
+        self.fast_.arm(
+            fast.Armed(
+                ids=list(now.ids),
+                util_pct=now.util.copy(),
+                u_max_pct=now.u_max.copy(),
+                weight=np.fromiter(
+                    (weights.get(i, 0) for i in now.ids), dtype=np.int64, count=len(now.ids)
+                ),
+                probe_pct=np.zeros(len(now.ids)) if probe is None else probe,
+                total_util_pct=now.total_u,
+                # with what this decision added, on its way
+                planned_pct=plan.planned_pct + coming * self.scale_out_.net_pct,
+            )
+        )
 
     def _act(self, now: Interval, plan: Plan) -> Decision:
         """Weights ∝ capacity every interval; scale out after a lasting shortfall, or go on to

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from quell.core.action import Decision
+from quell.core.action import AddInstance, Decision
 from quell.policy.fleet import Fleet
 from quell.policy.hysteresis import Vote
 from quell.policy.prima.capacity import WEIGHTING, CapacityAccount, Plan
@@ -33,12 +33,28 @@ class ScaleOut:
         """Count one interval, short of capacity or not."""
         self.due_ = self.vote_.update(shortfall)
 
+    @property
+    def net_pct(self) -> float:
+        """What one new instance adds: c_new less its probe."""
+        return self.account.new_capacity_pct - self.account.new_probe_pct
+
     def need(self, plan: Plan) -> int:
         """Instances that make up the shortfall: each adds c_new less its probe."""
-        net = self.account.new_capacity_pct - self.account.new_probe_pct
+        return self.need_for(plan.demand_pct - plan.planned_pct)
+
+    def need_for(self, short_pct: float) -> int:
+        """Instances that make up a shortfall of ``short_pct``."""
         # Less a hair, so a shortfall of exactly k instances' capacity read with rounding error
         # asks for k, not k + 1.
-        return max(1, math.ceil((plan.demand_pct - plan.planned_pct) / max(net, 1e-9) - 1e-9))
+        return max(1, math.ceil(short_pct / max(self.net_pct, 1e-9) - 1e-9))
+
+    def add_now(self, short_pct: float, avoid: Mapping[str, float]) -> tuple[AddInstance, ...]:
+        """Add what makes up ``short_pct`` at once, without the vote (a glance found the
+        capacity gone); the vote starts again."""
+        adds = self.fleet.add_many(self.need_for(short_pct), weight=0, avoid=avoid)
+        if adds:
+            self.vote_.clear()
+        return adds
 
     def decide(
         self, now: Interval, plan: Plan, avoid: Mapping[str, float]

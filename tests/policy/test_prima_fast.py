@@ -1,0 +1,102 @@
+"""PRIMA's fast rule (``quell.policy.prima.fast``) on small built glances, against the synthetic
+bundle whose capacities are known in closed form (``tests.prima.bundles``)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from quell.core.observation import OLDEST_KEY, Observation, Snapshot
+from quell.errors import InputError
+from quell.policy.prima.fast import AGE_FACTOR, CUT_FRACTION, Armed, FastRule
+from quell.probe.severity import PROBE_KEY
+from tests.prima.bundles import R_ISO0, R_ISO_SLOPE, capacity, linear_bundle, sf_of_total
+
+R_TH = 0.03
+U = 20.0
+U_MAX0 = capacity(0.0, R_TH)  # 51.25 % behind no neighbour
+
+
+def rule() -> FastRule:
+    b = linear_bundle()
+    r = FastRule(b.capacity_model(R_TH), b.probe_table, R_TH, min_room_pct=0.0)
+    r.arm(
+        Armed(
+            ids=["a", "b", "c"],
+            util_pct=np.full(3, U),
+            u_max_pct=np.full(3, U_MAX0),
+            weight=np.array([256, 256, 256]),
+            probe_pct=np.zeros(3),
+            total_util_pct=3 * U,
+            planned_pct=3 * U_MAX0,
+        )
+    )
+    return r
+
+
+def glance(**extra: dict[str, float]) -> Snapshot:
+    obs = {
+        i: Observation(0.0, i, 1.0, requests=int(e.pop("requests", 3)), extra=e)
+        for i, e in ((i, dict(extra.get(i, {}))) for i in ("a", "b", "c"))
+    }
+    return Snapshot(time_s=31.0, environment="t", instances=obs)
+
+
+def probe_behind(u_int: float) -> float:
+    """The probe time the bundle gives an instance at U behind a neighbour of ``u_int``."""
+    return (R_ISO0 + R_ISO_SLOPE * U) * (1.0 + sf_of_total(U + u_int))
+
+
+def test_a_probe_that_reads_the_capacity_gone_cuts_that_weight_alone() -> None:
+    r = rule()
+    found = r.read(glance(a={PROBE_KEY: probe_behind(80.0)}))
+    assert found is not None and found.at.tolist() == [0] and found.by_probe == 1
+    u_new = float(found.u_max_pct[0])
+    assert u_new == pytest.approx(capacity(80.0, R_TH), abs=0.5)  # 11.25 %
+    assert found.weight.tolist() == [math.floor(256 * u_new / U_MAX0)]
+    assert found.planned_pct == pytest.approx(2 * U_MAX0 + u_new)
+    # written into the plan: the same reading again cuts nothing more
+    assert r.armed_ is not None and r.armed_.weight.tolist()[0] == found.weight[0]
+    assert r.read(glance(a={PROBE_KEY: probe_behind(80.0)})) is None
+
+
+def test_a_probe_that_leaves_more_than_the_cut_fraction_changes_nothing() -> None:
+    u_int = 40.0  # capacity(40) = 26.25 %: more than (1 - CUT_FRACTION) of 51.25 %
+    assert capacity(u_int, R_TH) > (1 - CUT_FRACTION) * U_MAX0
+    assert rule().read(glance(a={PROBE_KEY: probe_behind(u_int)})) is None
+    assert rule().read(glance(a={PROBE_KEY: R_ISO0 + R_ISO_SLOPE * U})) is None
+
+
+def test_a_request_held_too_long_with_nothing_completed_cuts_to_zero() -> None:
+    held = (AGE_FACTOR + 0.1) * R_TH
+    found = rule().read(
+        glance(
+            b={OLDEST_KEY: held, "requests": 0},
+            c={OLDEST_KEY: 2 * held, "requests": 2},  # it still completes requests
+            a={OLDEST_KEY: (AGE_FACTOR - 0.1) * R_TH, "requests": 0},
+        )
+    )
+    assert found is not None and found.at.tolist() == [1] and found.by_probe == 0
+    assert found.u_max_pct.tolist() == [0.0] and found.weight.tolist() == [0]
+
+
+def test_instances_not_planned_and_at_weight_0_are_left_alone() -> None:
+    r = rule()
+    assert r.armed_ is not None
+    r.armed_.weight[0] = 0  # on trial
+    g = glance(a={PROBE_KEY: probe_behind(80.0)})
+    new = Observation(0.0, "n", 1.0, extra={PROBE_KEY: probe_behind(80.0)})
+    g = Snapshot(g.time_s, g.environment, {**g.instances, "n": new})
+    assert r.read(g) is None
+
+
+def test_unarmed_the_rule_finds_nothing_and_bad_input_is_refused() -> None:
+    b = linear_bundle()
+    r = FastRule(b.capacity_model(R_TH), b.probe_table, R_TH, 0.0)
+    assert r.read(glance(a={PROBE_KEY: probe_behind(80.0)})) is None
+    with pytest.raises(InputError, match="target_rt_s"):
+        FastRule(b.capacity_model(R_TH), b.probe_table, 0.0, 0.0)
+    with pytest.raises(InputError, match="weight"):
+        r.arm(Armed(["a"], np.ones(1), np.ones(1), np.ones(2, dtype=np.int64), np.zeros(1), 1, 1))
