@@ -140,5 +140,15 @@ def test_lab_up_configs_give_prima_the_context_the_scenario_gives_it(tmp_path: P
     assert live.scaling.max_instances == ref.scaling.max_instances
     assert dict(live.initial_instances) == dict(ref.initial_instances) == {"i1": "h1"}
     assert make_policy(cfg, tmp_path).name == "prima"
+    # the controller decides at its interval only: a fast path is refused, not left unused
+    fast = cfg.model_copy(
+        update={
+            "policy": cfg.policy.model_copy(
+                update={"params": {**cfg.policy.params, "fast_interval_s": 1.0}}
+            )
+        }
+    )
+    with pytest.raises(InputError, match="fast_interval_s"):
+        make_policy(fast, tmp_path)
     for host in ("h1", "h2", "h3"):
         assert load_agent_config(tmp_path / f"agent-{host}.yaml").host == host

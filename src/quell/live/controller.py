@@ -36,10 +36,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
 from quell.core.action import Action, AddInstance, Decision, RemoveInstance, SetWeight
 from quell.core.clock import WallClock
-from quell.core.environment import Policy
+from quell.core.environment import FastPolicy, Policy
 from quell.core.metrics import MetricSet, MetricSpec
 from quell.core.observation import Snapshot
-from quell.errors import ActionError
+from quell.errors import ActionError, InputError, Problem
 from quell.live.config import LiveConfig
 from quell.live.environment import LiveEnvironment
 from quell.policy import PolicyContext, ScalingLimits, build_policy
@@ -79,7 +79,14 @@ def make_policy(cfg: LiveConfig, config_dir: Path) -> Policy:
     """The configured policy; relative paths in its parameters resolve in ``base_dir`` (default:
     ``config_dir``, the config file's directory)."""
     base = config_dir / cfg.base_dir if cfg.base_dir is not None else config_dir
-    return build_policy(cfg.policy.name, cfg.policy.params, policy_context(cfg, base))
+    policy = build_policy(cfg.policy.name, cfg.policy.params, policy_context(cfg, base))
+    if isinstance(policy, FastPolicy) and policy.fast_interval_s is not None:
+        # the controller decides at its interval only: a fast path would be silently unused
+        raise InputError(
+            "live config",
+            [Problem("policy.params.fast_interval_s", "a fast path is not available live yet")],
+        )
+    return policy
 
 
 @dataclass
