@@ -50,6 +50,9 @@ class PolicyContext:
     """host id → the share of an instance's U on that host that is its own probe (a network
     probe's bytes per period over the host's link, in per cent); hosts without a link rate are
     absent."""
+    request_timeout_s: float | None = None
+    """How long a user waits for an answer before giving up (the workload's ``timeout_s``): what
+    a request left unanswered cost its user. ``None``: not known."""
 
     def require_target(self, policy: str) -> float:
         if self.target_rt_s is None:

@@ -27,6 +27,7 @@ def policy_context(scenario: Scenario, base_dir: Path = Path(".")) -> PolicyCont
         lb_algorithm=scenario.load_balancer.algorithm,
         probe_period_s=scenario.probe.period_s if scenario.probe else None,
         probe_util_pct=probe_util_pct(scenario),
+        request_timeout_s=scenario.workload.timeout_s,
     )
 
 

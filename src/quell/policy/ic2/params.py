@@ -119,6 +119,23 @@ class Ic2Params(BaseModel):
     all three, sets all three in ``sim-onoff.yaml`` (the mean response time under interference
     −47.4 % by send time, seed 3; docs/reference/simulator.md)."""
 
+    prefer_online: bool = True
+    """With ``graceful`` True, a change whose every setting is in ``online_settings`` is made
+    online all the same: a graceful restart costs what an online change does not (in the lab's
+    Table 4 graceful IC2 made users wait 40.7 ± 12.5 % longer than the fixed configuration in
+    the first 60 s, 602 timeouts against 272; online 2.1 ± 6.8 % less), so it is chosen only
+    for a setting that cannot change online. False: every change graceful, the paper's
+    httpd-basic, which the Table 4 scenarios that measure it set (``lab-table4.yaml``,
+    ``lab-table4-own-row*.yaml``, ``sim-onoff.yaml``) and the simulator's training spec."""
+    guard: bool = True
+    """Check each reconfiguration for interference by what users then wait and revert it when
+    they wait longer beyond the scatter (``quell.policy.guard``; docs/reference/policies.md).
+    On ``sim-onoff.yaml``'s first interference period over seeds 3-7 it kept all 10 of IC2's
+    changes, graceful and online, and it reverts a change that makes the instance swap 20 s
+    after it (``tests/sim/test_sim_guard.py``). False: the paper's IC2, which keeps whatever
+    Algorithm 1 chose; the lab's Table 4 scenarios and the simulator's training spec set it to
+    reproduce the paper, ``lab-table4-guard.yaml`` runs Table 4 with it on."""
+
     @property
     def online(self) -> frozenset[str]:
         """``online_settings`` as a set of names."""
