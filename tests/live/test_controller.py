@@ -343,3 +343,69 @@ def test_closing_the_environment_closes_the_prometheus_client_it_was_given(
     )
     env.close()  # never started: its connections go all the same
     assert http.is_closed
+
+
+def test_the_log_keeps_a_request_that_ended_before_an_answer() -> None:
+    from quell.signals.haproxy_log import parse_log_line
+
+    assert parse_log_line("quell a 200 12") == LoggedRequest("a", 200, 0.012)
+    assert parse_log_line("<134>x haproxy[1]: quell <NOSRV> -1 -1") == LoggedRequest(
+        "<NOSRV>", -1, None
+    )
+
+
+def test_the_page_shows_what_users_felt_over_the_last_intervals(
+    prom: FakePrometheus, tmp_path: Path
+) -> None:
+    # Ten requests in one interval: 10..70 and 120 ms answered, a 503 in 1 ms and one that
+    # ended before an answer, both at the 1 s request timeout. R_th = 50 ms: 5 of 10 above it,
+    # 3 above 100 ms, p99 the slowest of the ten. The interval's mean RT leaves both out.
+    import httpx
+
+    from quell.cli.live import _users
+    from quell.live.controller import serve
+
+    cfg = live_config(prom.url, target_rt_s=0.05, request_timeout_s=1.0)
+    rig = Rig(prom, tmp_path / "run", Wants(), apply=False)
+    rig.cfg = rig.ctl.cfg = cfg
+    rig.start()
+    times = [0.010, 0.020, 0.030, 0.040, 0.050, 0.060, 0.070, 0.120]
+    rig.log.pending = [LoggedRequest("a" if k % 2 else "b", 200, t) for k, t in enumerate(times)]
+    rig.log.pending += [LoggedRequest("a", 503, 0.001), LoggedRequest("<NOSRV>", -1, None)]
+    rig.step()
+    assert rig.store.observations()[-1].errors + rig.store.observations()[-2].errors == 1
+    section = _users(rig.ctl)()
+    row = "".join(f'<td class="num">{c}</td>' for c in ("10", "2", "50.00", "30.00", "1000.0"))
+    assert section.count(row) == 2  # the last 5 minutes and the last hour: the same interval
+    assert "<td>last 5 min (from 1 s, 0 s)</td>" in section
+    server = serve("127.0.0.1", 0, rig.ctl.metrics, tmp_path / "run", None, _users(rig.ctl))
+    try:
+        with httpx.Client(trust_env=False, timeout=30.0) as c:
+            page = c.get(f"http://127.0.0.1:{server.server_address[1]}/").text
+        assert "What users felt" in page and row in page and "Decision log" in page
+    finally:
+        server.shutdown()
+        server.server_close()
+        rig.store.close()
+
+
+def test_the_window_forgets_what_is_older_than_an_hour_or_past_its_bound() -> None:
+    from quell.live.controller import RequestWindow
+
+    w = RequestWindow(window_s=10.0, max_requests=5)
+    for t in (1.0, 2.0, 3.0):
+        w.add(t, [LoggedRequest("a", 200, t / 100)] * 2)
+    first, rt, ok = w.since(0.0)
+    assert first == 2.0 and rt.tolist() == [0.02, 0.02, 0.03, 0.03]  # six held past five
+    w.add(12.5, [LoggedRequest("a", 200, None)])
+    first, rt, ok = w.since(0.0)
+    assert first == 3.0 and ok.tolist() == [True, True, False]  # 2 s is 10.5 s old
+    assert w.since(12.5)[0] is None and w.since(12.5)[1].size == 0
+
+
+def test_a_request_timeout_not_above_twice_the_target_is_refused(prom: FakePrometheus) -> None:
+    from quell.errors import InputError
+
+    with pytest.raises(InputError) as err:
+        live_config(prom.url, target_rt_s=0.5, request_timeout_s=1.0)
+    assert [p.location for p in err.value.problems] == ["request_timeout_s"]

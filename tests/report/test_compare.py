@@ -15,6 +15,7 @@ from quell.core.action import AddInstance, Decision, RemoveInstance
 from quell.core.observation import Observation, Snapshot
 from quell.report.compare import (
     compare_table,
+    comparison,
     mitigation_settle_s,
     run_phases,
     settle_s,
@@ -198,3 +199,58 @@ def test_each_settled_window_carries_the_machines_steal_and_the_table_names_the_
     assert note is not None and "lsf noisy 1.22 %" in note and "base" not in note
     assert "rr" not in note.split(":")[1]
     assert steal_note(result, bound_pct=2.0) is None
+
+
+def test_what_users_felt_counts_every_request_sent_in_the_phase(tmp_path: Path) -> None:
+    # base [0, 30): i0's 30 answers of 10 ms, a timeout at 5.5 s and a 503 answered in 1 ms at
+    # 6.5 s: 32 requests, 2 unanswered at the 10 s timeout, both above 50 and 100 ms; p99 is
+    # the 32nd (ceil(0.99 x 32)) of the sorted 32, a timeout. noisy [30, 60): i0's 30 of 10 ms,
+    # i1's 200 ms answers sent at 30..39 (before its settled window opens at 41 s: what the
+    # users felt counts them) and 40 ms after: 10 of 60 above both thresholds, p99 the 60th.
+    s = TWO_PHASES
+    rows = [RequestRecord(float(t), 0.010, 200, 1000, "i0") for t in range(60)]
+    rows += [
+        RequestRecord(float(t), 0.200 if t < 40 else 0.040, 200, 1000, "i1") for t in range(30, 60)
+    ]
+    rows += [RequestRecord(5.5, None, 0, 0, "", "timeout"), RequestRecord(6.5, 0.001, 503, 0, "i0")]
+    with RunStore.create(tmp_path / "run") as store:
+        store.add_requests(rows)
+        store.commit()
+    out = run_phases(s, tmp_path / "run")
+    base, noisy = out["phases"]
+    assert base["users"] == {
+        "requests": 32,
+        "unanswered": 2,
+        "share_above_rth": 2 / 32,
+        "share_above_2rth": 2 / 32,
+        "p99_rt_seconds": 10.0,
+    }
+    assert noisy["users"] == {
+        "requests": 60,
+        "unanswered": 0,
+        "share_above_rth": 10 / 60,
+        "share_above_2rth": 10 / 60,
+        "p99_rt_seconds": 0.2,
+    }
+    assert noisy["worst_mean_rt_s"] == pytest.approx(0.040)  # the settled window's
+    result = comparison(s, [("rr", tmp_path / "run")])
+    assert result["timeout_s"] == 10.0
+    buf = io.StringIO()
+    compare_table(result, Console(file=buf, width=80))
+    text = buf.getvalue()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert "unanswered at the 10 s timeout" in " ".join(text.split())
+    cells = [
+        [c.strip() for c in ln.split("│")[1:-1]]
+        for ln in text.splitlines()
+        if ln.startswith("│ rr")
+    ]
+    assert ["rr", "noisy", "60", "0", "16.67", "16.67", "200.0"] in cells
+    assert ["rr", base["phase"], "32", "2", "6.25", "6.25", "10000.0"] in cells
+    older = {
+        "rr": out
+        | {"phases": [{k: v for k, v in p.items() if k != "users"} for p in out["phases"]]}
+    }
+    buf = io.StringIO()  # a comparison recorded before: no table of them
+    compare_table(result | {"policies": older}, Console(file=buf, width=80))
+    assert "what users felt" not in buf.getvalue()

@@ -52,3 +52,18 @@ def test_each_policy_gets_a_column_without_a_warning(tmp_path: Path) -> None:
     assert (tmp_path / "out" / COMPARE_PNG).stat().st_size > 0
     text = page.read_text()
     assert all(f"{name}: <code>" in text for name, _ in runs)
+
+
+def test_the_page_shows_what_users_felt_per_policy_and_phase(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "idle", [])
+    felt = {"requests": 40, "unanswered": 1, "share_above_rth": 0.125, "share_above_2rth": 0.025,
+            "p99_rt_seconds": 10.0}  # fmt: skip
+    users = {"rr": {"clean": felt, "neighbours": felt}, "lc": None}
+    page = write_comparison_page(
+        "page", [("rr", run), ("lc", run)], 0.02, tmp_path / "o", users, 10.0
+    )
+    text = page.read_text()
+    assert "unanswered at the 10 s timeout" in text
+    row = '<td class="num">40</td><td class="num">1</td><td class="num">12.50</td>'
+    assert text.count(f"<td>rr</td><td>neighbours</td>{row}") == 1
+    assert "<td>lc</td>" not in text  # a run without per-request records has no rows

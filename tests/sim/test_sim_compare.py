@@ -4,16 +4,19 @@ document on the last line and in the comparison directory; bad input exits 2 bef
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import yaml
 
 from quell.scenario import load_scenario
+from quell.store.run import RunStore
 from tests.sim.build import scenario_data
 
 SCENARIO: dict[str, Any] = scenario_data(
@@ -70,6 +73,21 @@ def test_compare_runs_each_policy_and_prints_one_json_document(tmp_path: Path) -
         assert load_scenario(run / "scenario.yaml").policy.name == row["policy"]
         assert 0.0 <= row["slo_pct"] <= 100.0 and row["mean_rt_ms"] > 0
         assert row["oracle_instance_seconds"] == doc["oracle"]["instance_seconds"]
+    assert doc["timeout_s"] == 10.0 and "what users felt, per request sent" in proc.stdout
+    for row in doc["policies"]:
+        # per phase, every request of the run's store sent in it, answered or not
+        with RunStore.open(Path(row["run_dir"])) as store:
+            req = store.request_arrays()
+        assert list(row["users"]) == ["baseline", "noisy"]
+        for (name, start, end), users in zip(
+            [("baseline", 0, 20), ("noisy", 20, 60)], row["users"].values(), strict=True
+        ):
+            sent = (req["send_s"] >= start) & (req["send_s"] < end)
+            lost = sent & ~((req["status"] == 200) & np.isfinite(req["latency_s"]))
+            assert (users["requests"], users["unanswered"]) == (sent.sum(), lost.sum()), name
+            felt_s = np.where(lost, 10.0, np.minimum(req["latency_s"], 10.0))[sent]
+            assert users["share_above_rth"] == pytest.approx(np.mean(felt_s > 0.05))
+            assert users["p99_rt_seconds"] == np.sort(felt_s)[math.ceil(0.99 * sent.sum()) - 1]
     static, lc, threshold = doc["policies"]
     assert static["scaling_actions"] == 0 and static["instance_seconds"] == 120.0
     assert threshold["scaling_actions"] >= 1  # 60 req/s of 200 kB: ~48 % of two links

@@ -10,8 +10,10 @@ import typer
 from quell.cli.options import JsonOpt
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from quell.live.config import LiveConfig
-    from quell.live.controller import PlotCache
+    from quell.live.controller import Controller, PlotCache
 
 live_app = typer.Typer(help="Run a policy against your own HAProxy fleet (agents + Prometheus).")
 
@@ -91,7 +93,9 @@ def live_run(
     try:
         env.start()
         if cfg.listen is not None:
-            server = serve(cfg.listen.addr, cfg.listen.port, ctl.metrics, out, _plots(out, cfg))
+            server = serve(
+                cfg.listen.addr, cfg.listen.port, ctl.metrics, out, _plots(out, cfg), _users(ctl)
+            )
         mode = "applying" if apply else "dry run (nothing is changed; --apply to act)"
         how = f"resumed ({ctl.replayed} snapshots replayed to the policy)" if resumed else "new"
         say(f"live {cfg.name}: {policy.name}, {mode}; {how} run {out}")
@@ -119,6 +123,18 @@ def live_run(
     say(f"{ticks} intervals, {len(decisions)} decisions logged ({holds} holds) in {out}")
     if as_json:
         emit_json(summary)
+
+
+def _users(ctl: Controller) -> Callable[[], str]:
+    """The page's table of what users felt, from the controller's window of HAProxy's log."""
+    from quell.report.live_plots import USER_SPANS, users_section
+
+    def section() -> str:
+        now = ctl.env.clock.now()
+        spans = [(label, *ctl.window.since(now - span)) for label, span in USER_SPANS]
+        return users_section(spans, now, ctl.cfg.request_timeout_s, ctl.cfg.target_rt_s)
+
+    return section
 
 
 def _plots(run_dir: Path, cfg: LiveConfig) -> PlotCache | None:

@@ -105,6 +105,18 @@ def print_comparison(doc: dict[str, Any], console: Console) -> None:
             "instance-seconds used; oracle: the fewest that could have met the target; errors: "
             "failed control cycles"
         )
+    from quell.report.felt import felt_table, policy_rows
+
+    users = {row["policy"]: row.get("users") for row in doc["policies"]}
+    rows = policy_rows(users)
+    if rows:
+        console.print(felt_table(rows, ("policy", "phase"), target, doc.get("timeout_s")))
+    missing = [escape(name) for name, u in users.items() if u is None]
+    if missing:
+        console.print(
+            f"no per-request records in the run of {', '.join(missing)} "
+            "(service.request_log: on keeps them)"
+        )
 
 
 Seeds = Annotated[

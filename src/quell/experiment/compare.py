@@ -32,7 +32,11 @@ def policy_runs(scenario: Scenario, base_dir: Path) -> list[tuple[Scenario, Poli
 
 
 def comparison_row(
-    policy: str, run_dir: Path, summary: dict[str, Any], slo: dict[str, Any]
+    policy: str,
+    run_dir: Path,
+    summary: dict[str, Any],
+    slo: dict[str, Any],
+    users: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     def pct(x: float | None) -> float | None:
         return None if x is None else round(100.0 * x, 3)
@@ -51,6 +55,7 @@ def comparison_row(
         "oracle_instance_seconds": slo.get("oracle_instance_seconds"),
         "scaling_actions": slo.get("scaling_actions"),
         "cycle_errors": summary.get("cycle_errors", 0),
+        "users": users,
         "slo": slo,
     }
 
@@ -88,6 +93,7 @@ def compare_in_sim(
     """``runs`` (from ``policy_runs``) on one seed of ``scenario``, each into ``cmp_dir``/its
     name; the comparison document, also written there."""
     from quell.experiment.run import prepare_run_dir, run_scenario
+    from quell.report.felt import scenario_felt
     from quell.report.slo import default_settle_s, slo_summary
     from quell.scenario.schedule import build_schedule
     from quell.sim.environment import SimEnvironment
@@ -112,10 +118,11 @@ def compare_in_sim(
         try:
             summary = run_scenario(scn, env, policy, store, step)
             slo = slo_summary(store, scn, oracle=oracle, base_dir=base)
+            users = scenario_felt(store.request_arrays(), scn)
         finally:
             env.close()
             store.close()
-        rows.append(comparison_row(name, run_dir, summary, slo))
+        rows.append(comparison_row(name, run_dir, summary, slo, users))
     from quell.report.compare_page import write_comparison_page
 
     target = scenario.target.mean_rt_s if scenario.target else None
@@ -124,12 +131,15 @@ def compare_in_sim(
         [(r["policy"], Path(r["run_dir"])) for r in rows],
         target,
         cmp_dir,
+        {r["policy"]: r["users"] for r in rows},
+        scenario.workload.timeout_s,
     )
     doc: dict[str, Any] = {
         "scenario": scenario.name,
         "seed": scenario.seed,
         "comparison_dir": str(cmp_dir),
         "target_rt_s": scenario.target.mean_rt_s if scenario.target else None,
+        "timeout_s": scenario.workload.timeout_s,
         "settle_s": default_settle_s(scenario),
         "oracle": oracle.to_dict() if oracle is not None else None,
         "page": str(page),
@@ -240,7 +250,17 @@ def compare_in_lab(
     cmp_dir = new_run_dir(runs_dir, scenario, "lab-compare")
     cmp_dir.mkdir(parents=True)
     target = scenario.target.mean_rt_s if scenario.target else None
-    result["page"] = str(write_comparison_page(scenario.name, runs, target, cmp_dir))
+    from quell.report.compare import users_by_policy
+
+    page = write_comparison_page(
+        scenario.name,
+        runs,
+        target,
+        cmp_dir,
+        users_by_policy(result),
+        scenario.workload.timeout_s,
+    )
+    result["page"] = str(page)
     out = cmp_dir / COMPARISON_FILE
     return _written(out, result), out
 

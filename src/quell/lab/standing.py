@@ -264,6 +264,7 @@ def write_live_configs(
         ],
         "policy": scenario.policy.model_dump(mode="json"),
         "listen": {"addr": "127.0.0.1", "port": free_port()},
+        "request_timeout_s": scenario.workload.timeout_s,
     }
     if target is not None:
         live["target_rt_s"] = target

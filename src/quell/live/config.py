@@ -253,6 +253,11 @@ class LiveConfig(StrictModel):
     host_link_mbit: dict[Identifier, Annotated[float, Field(gt=0)]] = {}
     """host → the rate of its link, in Mbit/s: with ``probe_size_bytes``, the probe's share of it.
     """
+    request_timeout_s: Seconds = 10.0
+    """How long a user waits for an answer: on the controller's page, a request HAProxy logged
+    without a 2xx or 3xx answer, or answered later than this, counts as taking this long. Set
+    it to HAProxy's ``timeout server`` or the clients' own timeout, whichever is shorter; it
+    must exceed 2 × ``target_rt_s``."""
     max_weight_step: Annotated[int, Field(ge=1, le=256)] = 256
     """The most a weight may move in one interval."""
     listen: Listen | None = None
@@ -280,6 +285,14 @@ def live_problems(cfg: LiveConfig) -> list[Problem]:
             problems.append(
                 Problem("scaling.min_instances", f"{sc.min_instances} > the {serving} serving")
             )
+    if cfg.target_rt_s is not None and 2 * cfg.target_rt_s >= cfg.request_timeout_s:
+        problems.append(
+            Problem(
+                "request_timeout_s",
+                f"{cfg.request_timeout_s:g} s is not above 2 × target_rt_s "
+                f"({2 * cfg.target_rt_s:g} s): a request without an answer counts at it",
+            )
+        )
     if cfg.agents and cfg.token_file is None:
         problems.append(Problem("token_file", "CPU caps through the agents need the token"))
     return problems

@@ -17,7 +17,9 @@ the policy's memory (PRIMA's windows and trials, a stabilisation window) is rebu
 the stored snapshots through it.
 Its own ``/metrics``: ``quell_decisions_total{policy,reason}``, per-instance weight, measured
 RT, probe RT and capacity or predicted RT where the policy's decision gives them, faults by
-part; ``/`` is a small page with the last hour's plots and the decision log."""
+part; ``/`` is a small page with the last hour's plots, what the users felt per request over
+the last five minutes and the last hour (from HAProxy's log, held in memory: since the
+controller started, at most the last hour; ``RequestWindow``), and the decision log."""
 
 from __future__ import annotations
 
@@ -26,12 +28,15 @@ import json
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+from numpy.typing import NDArray
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
 from quell.core.action import Action, AddInstance, Decision, RemoveInstance, SetWeight
@@ -44,6 +49,7 @@ from quell.live.config import LiveConfig
 from quell.live.environment import LiveEnvironment
 from quell.policy import PolicyContext, ScalingLimits, build_policy
 from quell.probe.severity import PROBE_KEY
+from quell.signals.haproxy_log import LoggedRequest
 from quell.store.run import RunStore
 
 log = logging.getLogger(__name__)
@@ -218,6 +224,55 @@ def _per_instance(detail: Any, *keys: str) -> dict[str, float]:
     return {}
 
 
+WINDOW_S = 3600.0
+"""How far back ``RequestWindow`` holds HAProxy's requests."""
+WINDOW_MAX_REQUESTS = 4_000_000
+"""The most requests it holds (a bound on memory, 9 bytes each): past it, the oldest
+intervals go first."""
+
+
+class RequestWindow:
+    """The last ``window_s`` of HAProxy's log, one chunk per interval: per request its active
+    time (NaN where it ended before an answer) and whether it was answered 2xx or 3xx. Read by
+    the page's thread while the controller's adds to it."""
+
+    def __init__(self, window_s: float = WINDOW_S, max_requests: int = WINDOW_MAX_REQUESTS) -> None:
+        self.window_s = window_s
+        self.max_requests = max_requests
+        self._chunks: deque[tuple[float, NDArray[np.float64], NDArray[np.bool_]]] = deque()
+        self._held = 0
+        self._lock = threading.Lock()
+
+    def add(self, time_s: float, records: Sequence[LoggedRequest]) -> None:
+        """The requests of the interval that ends at ``time_s``."""
+        rt = np.array(
+            [np.nan if r.active_s is None else r.active_s for r in records], dtype=np.float64
+        )
+        ok = np.array(
+            [r.active_s is not None and 200 <= r.status < 400 for r in records], dtype=np.bool_
+        )
+        with self._lock:
+            self._chunks.append((time_s, rt, ok))
+            self._held += rt.size
+            while self._chunks and (
+                self._chunks[0][0] <= time_s - self.window_s or self._held > self.max_requests
+            ):
+                self._held -= self._chunks.popleft()[1].size
+
+    def since(self, start_s: float) -> tuple[float | None, NDArray[np.float64], NDArray[np.bool_]]:
+        """The end of the first interval held after ``start_s`` (``None``: none), and the
+        active times and answered flags of the requests of the intervals ending after it."""
+        with self._lock:
+            kept = [c for c in self._chunks if c[0] > start_s]
+        if not kept:
+            return None, np.empty(0), np.empty(0, dtype=np.bool_)
+        return (
+            kept[0][0],
+            np.concatenate([c[1] for c in kept]),
+            np.concatenate([c[2] for c in kept]),
+        )
+
+
 class Controller:
     def __init__(
         self,
@@ -235,6 +290,8 @@ class Controller:
         self.apply_actions = apply
         self.metrics = metrics or ControllerMetrics()
         self.guard = Guard(cfg)
+        self.window = RequestWindow()
+        """HAProxy's requests of the last hour, for the page."""
         self.stop_event = threading.Event()
         self.ticks = 0
         self.replayed = 0
@@ -290,6 +347,7 @@ class Controller:
             self._record(now, d, "hold")
             return d
         self.store.add_snapshot(snap)
+        self.window.add(snap.time_s, env.take_logged())
         for part in env.faults.parts:
             self.metrics.faults.labels(part.split("/")[0]).inc()
         self._export(snap)
@@ -376,9 +434,11 @@ def continuing_clock(offset_s: float) -> WallClock:
 
 
 # -- its own HTTP side -------------------------------------------------------------------------
-def decision_page(store_dir: Path, last: int = 200, plots: Sequence[str] = ()) -> bytes:
-    """The page at ``/``: the plots named in ``plots`` (served under ``/plots/``), then the
-    last ``last`` decisions, newest first."""
+def decision_page(
+    store_dir: Path, last: int = 200, plots: Sequence[str] = (), users: str = ""
+) -> bytes:
+    """The page at ``/``: the plots named in ``plots`` (served under ``/plots/``), ``users``
+    (HTML: what the users felt), then the last ``last`` decisions, newest first."""
     store = RunStore.open(store_dir)
     try:
         rows = store.decision_log()[-last:]
@@ -387,6 +447,8 @@ def decision_page(store_dir: Path, last: int = 200, plots: Sequence[str] = ()) -
     lines = ["<!doctype html><meta charset=utf-8><title>quell live</title>", "<h1>quell live</h1>"]
     for name in plots:
         lines.append(f'<p><img src="/plots/{html.escape(name)}" alt="{html.escape(name)}">')
+    if users:
+        lines.append(users)
     lines += [
         "<h2>Decision log</h2><table border=1 cellpadding=3>",
         "<tr><th>time (s)</th><th>policy</th><th>reason</th><th>actions</th></tr>",
@@ -435,8 +497,10 @@ def serve(
     metrics: ControllerMetrics,
     run_dir: Path,
     plots: PlotCache | None = None,
+    users: Callable[[], str] | None = None,
 ) -> ThreadingHTTPServer:
-    """``/metrics``, ``/`` (the page) and ``/plots/<name>`` (only the files ``plots`` drew)."""
+    """``/metrics``, ``/`` (the page, with ``users()``'s HTML under the plots) and
+    ``/plots/<name>`` (only the files ``plots`` drew)."""
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, format: str, *args: Any) -> None:
@@ -451,7 +515,9 @@ def serve(
                 body, ctype = generate_latest(metrics.registry), "text/plain; version=0.0.4"
             elif path == "/":
                 names = plots.refresh() if plots is not None else []
-                body, ctype = decision_page(run_dir, plots=names), "text/html; charset=utf-8"
+                section = _users_section(users)
+                body = decision_page(run_dir, plots=names, users=section)
+                ctype = "text/html; charset=utf-8"
             elif png is not None:
                 body, ctype = png, "image/png"
             else:
@@ -468,6 +534,18 @@ def serve(
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, name="quell-live-http", daemon=True).start()
     return server
+
+
+def _users_section(users: Callable[[], str] | None) -> str:
+    """``users()``, or nothing where it fails: the figures are a convenience, the log must
+    show."""
+    if users is None:
+        return ""
+    try:
+        return users()
+    except Exception as exc:
+        log.warning("live page: %s: %s", type(exc).__name__, exc)
+        return ""
 
 
 def actions_text(actions: Sequence[Action]) -> str:

@@ -154,9 +154,12 @@ def expand(argv: Sequence[str], instance: str, host: str) -> list[str]:
 
 
 def rt_stats(records: Sequence[LoggedRequest]) -> tuple[int, int, list[float | None]]:
-    """(requests answered 2xx/3xx, errors, [mean, p50, p95, p99] of the answered ones)."""
-    ok = np.array([r.active_s for r in records if 200 <= r.status < 400])
-    errors = len(records) - ok.size
+    """(requests answered 2xx/3xx, errors, [mean, p50, p95, p99] of the answered ones); a
+    request that ended before an answer is in neither count (what users felt of it is the
+    controller's page's, ``take_logged``)."""
+    timed = [r for r in records if r.active_s is not None]
+    ok = np.array([r.active_s for r in timed if 200 <= r.status < 400])
+    errors = len(timed) - ok.size
     if ok.size == 0:
         return 0, errors, [None, None, None, None]
     p50, p95, p99 = np.percentile(ok, [50, 95, 99])
@@ -183,6 +186,7 @@ class LiveEnvironment:
         self.clock: Clock = clock or WallClock()
         self._open_log = open_log or (lambda: RequestLogSocket(Path(cfg.haproxy.log_socket)))
         self._log: RequestLogSocket | None = None
+        self._logged: list[LoggedRequest] = []
         self.command = command
         self.backend = cfg.haproxy.backend
         self.members: dict[str, Member] = {
@@ -324,6 +328,7 @@ class LiveEnvironment:
         except ComponentError as exc:
             records = []
             self.faults.add("haproxy_log", exc.detail)
+        self._logged = records
         by_server: dict[str, list[LoggedRequest]] = {}
         for r in records:
             by_server.setdefault(r.server, []).append(r)
@@ -355,6 +360,12 @@ class LiveEnvironment:
             "live: glance (a policy's fast path) needs the HAProxy log peeked and the agents read "
             "over a window of seconds; set no fast_interval_s on a live deployment"
         )
+
+    def take_logged(self) -> list[LoggedRequest]:
+        """Every request of HAProxy's log the last ``observe`` read (each once): answered or
+        not, by any server or none."""
+        out, self._logged = self._logged, []
+        return out
 
     def _observation(
         self,

@@ -22,12 +22,18 @@ answered after. Beside the per-instance means stand how many requests each answe
 mean and 95th percentile over every answered request in the window: what the users felt,
 whichever instance served them (a policy that takes an interfered instance out of service has
 no mean there, and its requests count where they were served).
+Beside these, per phase, what the users felt per request over every request *sent in the
+phase*, settled or not and answered or not (``users``, ``quell.report.felt``: the share above
+R_th and above 2 × R_th and the p99, an unanswered request counted at the workload's timeout):
+the users felt the settling too, and this is the same window ``sim compare`` and the run
+report use.
 Beside it stands the machine's CPU steal over the window: the lab is itself often a cloud VM,
 and a window whose steal averaged over ``STEAL_SUSPECT_PCT`` is named under the table.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +42,7 @@ from rich.console import Console
 
 from quell.core.action import SCALING_TYPES, AddInstance
 from quell.core.observation import STEAL_SUSPECT_PCT
+from quell.report.felt import felt_table, phase_felt, policy_rows
 from quell.report.fit import FitTable
 from quell.scenario.model import Scenario
 from quell.store.run import RunStore
@@ -58,6 +65,7 @@ def run_phases(scenario: Scenario, run_dir: Path) -> dict[str, Any]:
     CPU steal over the window (``None`` where the environment measures none), and the scaling
     actions the policy asked for in the phase (all of it, not only the settled window)."""
     target = scenario.target.mean_rt_s if scenario.target else None
+    timeout = scenario.workload.timeout_s
     with RunStore.open(run_dir) as store:
         req = store.request_arrays()
         decisions = store.decisions()
@@ -96,6 +104,7 @@ def run_phases(scenario: Scenario, run_dir: Path) -> dict[str, Any]:
                 "steal_pct": steal_pct,
                 # a decision at t closes the interval (t - Δ, t]: it belongs where t - Δ does
                 "scaling_actions": sum(start < t <= stop for t in scaled_s),
+                "users": phase_felt(req, start, stop, timeout, target).to_dict(),
             }
         )
     all_ok = ~np.isnan(req["latency_s"])
@@ -132,6 +141,7 @@ def comparison(scenario: Scenario, runs: list[tuple[str, Path]]) -> dict[str, An
     return {
         "scenario": scenario.name,
         "target_rt_s": scenario.target.mean_rt_s if scenario.target else None,
+        "timeout_s": scenario.workload.timeout_s,
         "settle_s": settle_s(scenario),
         "policies": {name: run_phases(scenario, d) for name, d in runs},
     }
@@ -184,6 +194,9 @@ def compare_table(
         for name, cells in every:
             e.add_row(name, *cells)
         console.print(e)
+    users = users_rows(result)
+    if users:
+        console.print(felt_table(users, ("policy", "phase"), target, result.get("timeout_s")))
     note = steal_note(result, bound_pct)
     if note is not None:
         console.print(f"[yellow]{note}[/]", highlight=False)
@@ -206,6 +219,22 @@ def every_request_rows(result: dict[str, Any]) -> list[tuple[str, list[str]]] | 
         )
         for name, r in policies.items()
     ]
+
+
+def users_by_policy(result: dict[str, Any]) -> dict[str, dict[str, Any] | None]:
+    """Per policy, per phase, what the users felt per request (``None`` for a comparison
+    written before it was recorded)."""
+    out: dict[str, dict[str, Any] | None] = {}
+    for name, r in result["policies"].items():
+        phases = r["phases"]
+        known = phases and all(p.get("users") is not None for p in phases)
+        out[name] = {p["phase"]: p["users"] for p in phases} if known else None
+    return out
+
+
+def users_rows(result: dict[str, Any]) -> list[tuple[list[str], Mapping[str, Any] | None]]:
+    """The rows of the comparison's table of what users felt: per policy and phase."""
+    return policy_rows(users_by_policy(result))
 
 
 def steal_note(result: dict[str, Any], bound_pct: float = STEAL_SUSPECT_PCT) -> str | None:

@@ -1,17 +1,19 @@
 """One page per comparison: the policies side by side, one column each, over the same time axis:
 response times (the request-weighted fleet mean and the worst instance's mean per interval, with
 R_th), the instances serving, and the weights in force (each instance's share of the weights in
-a small fleet; in a large one, how many instances have a weight above 0)."""
+a small fleet; in a large one, how many instances have a weight above 0); under it, per policy
+and phase, what the users felt per request (``quell.report.felt``)."""
 
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from quell.report.felt import felt_html, policy_rows
 from quell.report.plots import save_figure
 from quell.store.run import RunStore
 
@@ -89,9 +91,15 @@ def _weights(ax: Any, s: dict[str, Any]) -> None:
 
 
 def write_comparison_page(
-    title: str, runs: Sequence[tuple[str, Path]], target_rt_s: float | None, out_dir: Path
+    title: str,
+    runs: Sequence[tuple[str, Path]],
+    target_rt_s: float | None,
+    out_dir: Path,
+    users: Mapping[str, Mapping[str, Mapping[str, Any]] | None] | None = None,
+    timeout_s: float | None = None,
 ) -> Path:
-    """``out_dir``/comparison.png (a column per policy) and comparison.html around it."""
+    """``out_dir``/comparison.png (a column per policy) and comparison.html around it, with
+    ``users`` (policy → phase → ``Felt.to_dict()``, counted at ``timeout_s``) in a table."""
     from matplotlib.figure import Figure
 
     data = [(name, _series(d)) for name, d in runs]
@@ -126,6 +134,8 @@ def write_comparison_page(
     rows = "".join(
         f"<li>{html.escape(name)}: <code>{html.escape(str(d))}</code></li>" for name, d in runs
     )
+    rows_felt = policy_rows(users or {})
+    felt = felt_html(rows_felt, ("policy", "phase"), target_rt_s, timeout_s) if rows_felt else ""
     page = (
         "<!doctype html><html><head><meta charset='utf-8'>"
         f"<title>{html.escape(title)}</title></head><body>"
@@ -134,6 +144,7 @@ def write_comparison_page(
         "interval (the fleet's request-weighted mean and the worst instance's mean, R_th "
         "dashed; the axis stops at 3 × R_th), instances reporting, and the weights in force.</p>"
         f"<img src='{COMPARE_PNG}' style='max-width:100%'>"
+        f"{felt}"
         f"<h2>Runs</h2><ul>{rows}</ul></body></html>\n"
     )
     path = out_dir / COMPARE_HTML

@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from quell.core.action import SCALING_TYPES
+from quell.report.felt import felt_html
 from quell.report.plots import EventRow, event_label
-from quell.report.table import COLUMNS, incomplete_note, phase_rows, phase_title
+from quell.report.table import COLUMNS, felt_rows, incomplete_note, phase_rows, phase_title
 
 DecisionRow = tuple[float, str, str, list[dict[str, Any]]]
 
@@ -164,6 +165,11 @@ def render_html(
         else "per-interval observations (p95 is a request-weighted mean of interval p95s)"
     )
     tables = "\n".join(_phase_table(p) for p in summary["phases"]) or "<p>No phases.</p>"
+    felt = felt_rows(summary)
+    if felt:
+        tables += "\n" + felt_html(
+            felt, ("phase",), summary.get("target_rt_s"), summary.get("timeout_s")
+        )
     imgs = "\n".join(
         f'<figure><img src="{escape(p.relative_to(out_dir).as_posix())}" '
         f'alt="{escape(title)}"><figcaption>{escape(title)}</figcaption></figure>'

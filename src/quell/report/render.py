@@ -34,14 +34,6 @@ def _phases(meta: dict[str, Any]) -> list[tuple[str, float, float]]:
     return out
 
 
-def _target_rt_s(meta: dict[str, Any]) -> float | None:
-    """R_th of the run's scenario (``None`` without one, or in a run that predates it)."""
-    scn = meta.get("scenario_json")
-    target = scn.get("target") if isinstance(scn, dict) else None
-    rt = target.get("mean_rt_s") if isinstance(target, dict) else None
-    return float(rt) if isinstance(rt, (int, float)) else None
-
-
 def _first_sends(requests: dict[str, Any]) -> dict[str, float]:
     """When each server was sent its first request, on the run's clock."""
     out: dict[str, float] = {}
@@ -81,7 +73,7 @@ def render_report(run_dir: Path) -> tuple[dict[str, Any], Path]:
             phases,
             events,
             out_dir,
-            _target_rt_s(meta),
+            summary["target_rt_s"],
             [(t, a) for t, _, _, a, _ in log],
         )
         attribution, attribution_plots = write_run_plots(

@@ -1,9 +1,14 @@
 """The per-phase summary of a run: the JSON that ``lab run --json`` and ``sim run --json`` print.
 
 Shape: ``{"run_dir", "environment", "scenario", "rt_source", "cycle_errors", "complete",
-"data_end_s", "phases": [{"name", "start_s", "end_s", "observed_s", "steal_pct", "instances": {ID:
-{"requests", "errors", "throughput_rps", "mean_rt_ms", "p95_rt_ms", "cpu_util",
-"util_pct"}}}]}``.
+"data_end_s", "target_rt_s", "timeout_s", "phases": [{"name", "start_s", "end_s", "observed_s",
+"steal_pct", "instances": {ID: {"requests", "errors", "throughput_rps", "mean_rt_ms", "p95_rt_ms",
+"cpu_util", "util_pct"}}, "users"}]}``.
+
+``users`` is what the users felt per request over every request sent in the phase, whichever
+instance it went to and whether it was answered or not (``quell.report.felt``: the share above
+R_th and above 2 × R_th, the p99, an unanswered request counted at the scenario's
+``workload.timeout_s``); ``None`` in a run without per-request records.
 
 Response times come from the client-side per-request log when the run has one, else from the
 per-interval observations (weighted by requests; p95 is then the request-weighted mean of the
@@ -23,6 +28,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from quell.report.felt import phase_felt
 from quell.store.run import RunStore
 
 INSTANCE_METRICS: tuple[str, ...] = (
@@ -54,8 +60,26 @@ def _by_server(req: dict[str, NDArray[Any]]) -> dict[str, NDArray[np.intp]]:
     return {str(s): order[bounds[k] : bounds[k + 1]] for k, s in enumerate(servers)}
 
 
+def run_limits(meta: dict[str, Any]) -> tuple[float | None, float | None]:
+    """R_th (``target.mean_rt_s``) and the workload's timeout of the scenario a run recorded
+    in its meta; ``None`` for what it has not (no target, or a store without its scenario)."""
+    scn = meta.get("scenario_json")
+    if not isinstance(scn, dict):
+        return None, None
+    target = scn.get("target")
+    workload = scn.get("workload")
+    rt = target.get("mean_rt_s") if isinstance(target, dict) else None
+    timeout = workload.get("timeout_s") if isinstance(workload, dict) else None
+    num = (int, float)
+    return (
+        float(rt) if isinstance(rt, num) else None,
+        float(timeout) if isinstance(timeout, num) else None,
+    )
+
+
 def summarize(store: RunStore) -> dict[str, Any]:
     meta = store.meta()
+    target_s, timeout_s = run_limits(meta)
     phases = meta.get("phases", [])
     ids = store.instance_ids()
     req = store.request_arrays() if store.request_count() else None
@@ -108,6 +132,11 @@ def summarize(store: RunStore) -> dict[str, Any]:
                 "observed_s": _clean(length),
                 "steal_pct": _clean(store.steal_pct(start, end)),
                 "instances": insts,
+                "users": (
+                    phase_felt(req, start, end, timeout_s, target_s).to_dict()
+                    if req is not None and timeout_s is not None
+                    else None
+                ),
             }
         )
     return {
@@ -118,5 +147,7 @@ def summarize(store: RunStore) -> dict[str, Any]:
         "cycle_errors": meta.get("cycle_errors", 0),
         "complete": complete,
         "data_end_s": _clean(data_end_s),
+        "target_rt_s": target_s,
+        "timeout_s": timeout_s,
         "phases": out_phases,
     }

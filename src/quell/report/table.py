@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from quell.core.observation import STEAL_SUSPECT_PCT
+from quell.report.felt import felt_table
 from quell.report.fit import FitTable
 from quell.report.summary import INSTANCE_METRICS
 
@@ -61,6 +62,12 @@ def incomplete_note(summary: dict[str, Any]) -> str | None:
     return f"incomplete run: it stopped before the end{upto}"
 
 
+def felt_rows(summary: dict[str, Any]) -> list[tuple[list[str], dict[str, Any]]]:
+    """Per phase, what its users felt per request (``[]`` for a run without per-request
+    records, or a summary written before they were counted)."""
+    return [([p["name"]], p["users"]) for p in summary["phases"] if p.get("users") is not None]
+
+
 MAX_ROWS = 24
 """A phase table lists every instance up to this many; a larger fleet shows its slowest
 instances and one row of medians over all of them (the JSON summary always has every one)."""
@@ -103,6 +110,11 @@ def print_summary(summary: dict[str, Any], console: Console) -> None:
         for row in phase_rows(phase):
             table.add_row(*row)
         console.print(table)
+    felt = felt_rows(summary)
+    if felt:
+        console.print(
+            felt_table(felt, ("phase",), summary.get("target_rt_s"), summary["timeout_s"])
+        )
     attribution = summary.get("attribution")
     if attribution:
         console.print(attribution_table(attribution))

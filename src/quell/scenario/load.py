@@ -87,6 +87,15 @@ def check_scenario(s: Scenario) -> list[Problem]:
             problems.append(
                 Problem("pages", "PHP pages need every instance (and scaling.server) to be apache")
             )
+    if s.target is not None and 2 * s.target.mean_rt_s >= wl.timeout_s:
+        problems.append(
+            Problem(
+                "target.mean_rt_s",
+                f"2 × {s.target.mean_rt_s:g} s is not below workload.timeout_s "
+                f"({wl.timeout_s:g} s): a request without an answer counts at the timeout, "
+                "which must lie above R_th and 2 × R_th",
+            )
+        )
     if getattr(wl.arrival, "process", "") == "closed" and wl.sessions is not None:
         problems.append(
             Problem("workload.sessions", "video sessions need an open-loop arrival process")

@@ -170,7 +170,9 @@ class Workload(StrictModel):
     sessions: SessionSpec | None = None
     """Video sessions instead of ``requests``: each session asks for its own chunks."""
     timeout_s: Annotated[float, Field(gt=0, le=300)] = 10.0
-    """The lab's load generator gives up on a request after this long and counts it as a timeout."""
+    """The lab's load generator gives up on a request after this long and counts it as a timeout;
+    what users felt per request (every report) counts each request without an answer as taking
+    this long. Must be above 2 × ``target.mean_rt_s``."""
     max_requests: Annotated[int, Field(ge=1, le=50_000_000)] = 1_000_000
     """Hard bound on requests sent; the schedule is cut there."""
     cpus: CpuList | None = None

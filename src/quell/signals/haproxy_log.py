@@ -6,7 +6,8 @@ HAProxy is told ``log unix@<socket> len 1024 format raw local0 info`` and
 ``log-format "quell %s %ST %Ta"``: one datagram per request, ``quell <server> <status> <ms>``
 (``%Ta``: active time, from the request received to the response's last byte sent). A line in
 syslog form (``<134>... haproxy[1]: quell ...``) is read too. A datagram that does not parse is
-counted and skipped."""
+counted and skipped. A request HAProxy logs with ``%Ta`` -1 ended before it had an answer (the
+client gave up, or the connection broke): it is kept, with no active time."""
 
 from __future__ import annotations
 
@@ -33,7 +34,9 @@ class LoggedRequest:
     server: str
     """The server that answered (``<NOSRV>`` when none did)."""
     status: int
-    active_s: float
+    active_s: float | None
+    """From the request received to the response's last byte; ``None``: it ended before an
+    answer."""
 
 
 def parse_log_line(text: str) -> LoggedRequest | None:
@@ -49,7 +52,7 @@ def parse_log_line(text: str) -> LoggedRequest | None:
     except ValueError:
         return None
     if ms < 0:  # HAProxy logs -1 for a request that ended before it had an answer
-        return None
+        return LoggedRequest(parts[0], status, None)
     return LoggedRequest(parts[0], status, ms / 1000.0)
 
 
