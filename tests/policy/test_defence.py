@@ -188,3 +188,20 @@ def test_on_the_shipped_fleet_it_reconfigures_under_interference_and_scales(
     assert "web1: weight " in first[1] and "[detector I2 cap; SF " in first[1]
     assert "provider share not instrumented" in first[1]
     assert added and all("[capacity shortfall: U " in r for _, r in added)
+
+
+def test_once_cleared_the_cap_doubles_back_to_the_whole_resource(tmp_path: Path) -> None:
+    p = policy(tmp_path)
+    run_until_i2(p)
+    caps, reasons = [], []
+    for k in range(6, 11):  # NI verdicts: I2 → T → NI1 → NI2, then two more
+        t = 10.0 * (k + 1)
+        d = p.decide(at(t, obs(t, "i1", 0.01, 256), obs(t, "i2", 0.01, 256)))
+        caps.append(d.detail["capped_u_max_pct"])
+        reasons.append(d.reason.split(" | ")[0])
+    # under the interference configuration (T, NI1) the cap is what i1 carries, U = 20 %; from
+    # NI2 it doubles, 40 and 80 %, and goes at 160 %
+    assert caps == [{"i1": 20.0}, {"i1": 20.0}, {"i1": 40.0}, {"i1": 80.0}, {}]
+    # the snapshots keep reporting weight 256; 256 × 40 / 45 → 228
+    assert reasons[2].startswith("i1: weight 256 → 228 [release cap; SF 0.00, U_max 40.0 %")
+    assert reasons[2].endswith("cleared by the detector, capacity doubling back: i1 ≤ 40.0 %")
