@@ -205,3 +205,32 @@ def test_once_cleared_the_cap_doubles_back_to_the_whole_resource(tmp_path: Path)
     # the snapshots keep reporting weight 256; 256 × 40 / 45 → 228
     assert reasons[2].startswith("i1: weight 256 → 228 [release cap; SF 0.00, U_max 40.0 %")
     assert reasons[2].endswith("cleared by the detector, capacity doubling back: i1 ≤ 40.0 %")
+
+
+def test_prima_s_fast_path_runs_through_the_composition(tmp_path: Path) -> None:
+    sb.write_linear_bundle(tmp_path / "m.json")
+    write_detector(tmp_path / "detector.json")
+    ctx = PolicyContext(
+        interval_s=10.0,
+        target_rt_s=TARGET_S,
+        base_dir=tmp_path,
+        initial_instances={"i1": "h1", "i2": "h2"},
+    )
+    p = build_policy(
+        "defence", {"prima": {"model": "m.json", "fast_interval_s": 1.0}, "ic2": IC2}, ctx
+    )
+    assert isinstance(p, DefencePolicy) and p.fast_interval_s == 1.0
+    p.decide(at(10.0, obs(10.0, "i1", 0.01, 256), obs(10.0, "i2", 0.01, 256)))
+    behind = (sb.R_ISO0 + sb.R_ISO_SLOPE * U) * (1.0 + sb.sf_of_total(U + 80.0))
+    glance = Snapshot(
+        11.0,
+        "test",
+        {
+            "i1": Observation(11.0, "i1", 1.0, requests=3, extra={"probe_rt_seconds": behind}),
+            "i2": Observation(11.0, "i2", 1.0, requests=3),
+        },
+    )
+    d = p.react(glance)
+    assert [a.instance_id for a in d.actions] == ["i1"]
+    assert isinstance(d.actions[0], SetWeight) and d.actions[0].weight < 256
+    assert d.reason.startswith("prima (fast): glance: 1 instance(s) lost capacity (i1; 1 by the")
