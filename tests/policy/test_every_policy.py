@@ -44,7 +44,8 @@ PARAMS: dict[str, dict[str, Any]] = {
 }
 """Parameters a policy cannot be built without; ``MODEL`` is a small valid bundle in base_dir,
 ``DETECTOR`` a detector whose verdict follows the response time (``tests.detect.trees``)."""
-ACTS = {"rr", "lc", "lsf", "lr", "threshold", "prima", "ic2", "target"}
+PARAMS["defence"] = {"prima": PARAMS["prima"], "ic2": PARAMS["ic2"]}
+ACTS = {"rr", "lc", "lsf", "lr", "threshold", "prima", "ic2", "target", "defence"}
 """Policies the scripted run must move to at least one action."""
 
 

@@ -76,6 +76,11 @@ the interval (or glance) has been there. Absent when it holds none or it is not 
 THROTTLED_KEY = "cfs_throttled_seconds"
 """``Observation.extra`` key: time the instance's cgroup spent throttled by its CPU quota in the
 interval (cgroup ``cpu.stat`` ``throttled_usec``). Absent where it is not measured."""
+PROVIDER_SHARE_KEY = "provider_rt_share"
+"""``Observation.extra`` key: the share of the instance's response time in the interval that
+per-request attribution gives the provider (``quell.attribute``: Σ provider-attributed latency
+over Σ response time of the interval's attributed requests, 0..1). Absent where the instance is
+not instrumented or no attributed request completed; ``defence`` names it in its reasons."""
 
 STEAL_SUSPECT_PCT = 0.5
 """The machine's mean CPU steal, in percent of its CPU time, above which a lab measurement is

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel
 
@@ -17,7 +17,10 @@ from quell.core.environment import Policy
 from quell.errors import InputError, Problem
 from quell.policy.context import PolicyContext, ScalingLimits
 
-Params = Mapping[str, float | int | str | bool]
+ParamValue = float | int | str | bool
+Params = Mapping[str, ParamValue | Mapping[str, ParamValue]]
+"""A policy's parameters: scalars, or one level of sections (``defence``'s ``prima`` and
+``ic2``)."""
 
 
 class PolicyFactory(Protocol):
@@ -26,7 +29,7 @@ class PolicyFactory(Protocol):
     scenario reference lists its fields."""
 
     @classmethod
-    def build(cls, params: dict[str, float | int | str | bool], ctx: PolicyContext) -> Policy: ...
+    def build(cls, params: dict[str, Any], ctx: PolicyContext) -> Policy: ...
 
 
 POLICIES: dict[str, str] = {
@@ -39,6 +42,7 @@ POLICIES: dict[str, str] = {
     "threshold": "quell.policy.baselines:ThresholdPolicy",
     "ic2": "quell.policy.ic2:Ic2Policy",
     "target": "quell.policy.target:TargetTrackingPolicy",
+    "defence": "quell.policy.defence:DefencePolicy",
 }
 """Policy name → ``module:Class``; imported only when asked for. The scenario schema takes its
 list of names from here."""

@@ -273,13 +273,18 @@ class Event(StrictModel):
     """Ids of running antagonists that stop here."""
 
 
+ParamValue = float | int | str | bool
+PolicyParams = dict[str, ParamValue | dict[str, ParamValue]]
+"""A policy's ``params``: scalars, or one level of sections (``defence``'s ``prima``, ``ic2``)."""
+
+
 class PolicySpec(StrictModel):
     """Which policy decides, and its parameters (each policy validates its own ``params``)."""
 
     name: str = "static"
     """One of ``quell.policy.POLICIES``."""
-    params: dict[str, float | int | str | bool] = {}
-    """The policy's parameters, each policy's own."""
+    params: PolicyParams = {}
+    """The policy's parameters, each policy's own (``defence`` takes its parts' as sections)."""
     label: Identifier | None = None
     """What a comparison calls this run (default: the policy's name), so ``compare`` can list
     one policy twice with different parameters."""

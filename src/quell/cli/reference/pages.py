@@ -91,6 +91,7 @@ def policy_sections(walker: Walker) -> list[Section]:
             f"{code('policy.params')} (and {code('compare[].params')}) with name {code(name)}"
         ]
         s.doc = " ".join(x for x in (doc[0] if doc else "", s.doc) if x)
+        walker.links[model] = f"#{s.anchor}"  # a policy that nests it (defence) links here
         sections.append(s)
     return sections
 

@@ -55,7 +55,7 @@ from quell.errors import InputError, Problem
 from quell.experiment.run import ProgressBar, ProgressFn, no_progress
 from quell.policy.ic2 import Ic2Params
 from quell.scenario import load_scenario
-from quell.scenario.model import PolicySpec, Scenario
+from quell.scenario.model import PolicyParams, PolicySpec, Scenario
 from quell.store.run import RunStore
 from quell.studies.ic2.scoring import score
 
@@ -372,7 +372,11 @@ class Trainer:
             prev = PHASES[PHASES.index(phase) - 1]
             bundle_path = self.out / f"phase-{prev}" / "detector.json"
             self._bundle(tree, None).save(bundle_path)
-            params = {**spec.ic2, "detector": str(bundle_path), "workload": spec.workload}
+            params: PolicyParams = {
+                **spec.ic2,
+                "detector": str(bundle_path),
+                "workload": spec.workload,
+            }
             policy = PolicySpec(name="ic2", params=params)
         parts: list[Dataset] = []
         done_s = PHASES.index(phase) * self.total_s / 3
