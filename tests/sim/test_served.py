@@ -1,17 +1,22 @@
 """What the event core and the simulator report of the capacity each instance was served, in
 progress or finished (``EventCore.served``, ``served_util_pct``, ``busy_seconds``), against
-closed forms."""
+closed forms, and read by PRIMA's fast rule when a neighbour arrives between two intervals."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from quell.core.observation import BUSY_KEY, SERVED_UTIL_KEY
+from quell.core.loop import FAST_KEY
+from quell.core.observation import BUSY_KEY, SERVED_UTIL_KEY, Snapshot
 from quell.core.rng import component_rng
-from quell.scenario import load_scenario
+from quell.experiment.run import scenario_loop
+from quell.scenario import load_scenario, parse_scenario
+from quell.scenario.model import Scenario
+from quell.scenario.policy import build_policy
 from quell.sim import EventCore, SimEnvironment
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
@@ -98,3 +103,58 @@ def test_the_simulator_reports_served_capacity_and_busy_time_in_observe_and_glan
     )
     # served counts the downloads still in progress: at least what completed (util_pct)
     assert o.util_pct is not None and o.extra[SERVED_UTIL_KEY] >= o.util_pct - 1e-9
+
+
+def scenario_with_neighbour(tmp: Path) -> Scenario:
+    """``prima-sim-table8`` cut to 60 s with a neighbour on i1's host at 25 s (between the 10 s
+    intervals) that takes 95 Mbit/s of its 100: the most the simulator lets one take."""
+    base = load_scenario(SCENARIOS / "prima-sim-table8.yaml")
+    doc = base.model_dump(mode="json", exclude_none=True)
+    shutil.copy(SCENARIOS / "prima-sim-bundle.json", tmp / "b.json")
+    params = dict(doc["policy"]["params"], model="b.json", fast_interval_s=1.0)
+    doc |= {
+        "duration_s": 60,
+        "compare": [],
+        "antagonists": [{"id": "n", "kind": "iperf3", "host": "h1", "bitrate_mbit": 95}],
+        "events": [{"at_s": 25, "phase": "n", "start": ["n"]}],
+        "policy": dict(doc["policy"], params=params),
+    }
+    doc["workload"]["arrival"]["points"] = doc["workload"]["arrival"]["points"][:1]
+    return parse_scenario(doc, "test", tmp)
+
+
+def test_a_neighbour_that_leaves_no_capacity_is_cut_at_the_next_glance(tmp_path: Path) -> None:
+    scenario = scenario_with_neighbour(tmp_path)
+    env = SimEnvironment(scenario)
+    policy = build_policy(scenario.policy, scenario, tmp_path)
+    glances: list[Snapshot] = []
+    decisions: list[tuple[float, dict[str, object]]] = []
+    real_glance = env.glance
+
+    def glance() -> Snapshot:
+        g = real_glance()
+        glances.append(g)
+        return g
+
+    env.glance = glance
+    loop = scenario_loop(
+        scenario,
+        env,
+        policy,
+        on_decision=lambda t, d: decisions.append((t, dict(d.detail))),
+    )
+    loop.run()
+    cuts = [(t, d) for t, d in decisions if d.get(FAST_KEY) and "'i1'" in str(d.get("cut"))]
+    assert cuts, "no fast decision cut i1"
+    t_cut, detail = cuts[0]
+    assert 25.0 < t_cut <= 26.0 + 1e-9
+    assert detail["weight"] == [0]  # 5 % of the link left: no room for requests at R_th
+    # the glance that cut it read the 5 % the neighbour left, while i1 served
+    g = next(g for g in glances if g.time_s == t_cut)
+    o = g.instances["i1"]
+    rate = o.extra[SERVED_UTIL_KEY] * o.interval_s / o.extra[BUSY_KEY]
+    assert rate == pytest.approx(5.0, rel=1e-6)
+    # before the neighbour, each glance read the whole link while i1 served
+    before = [g.instances["i1"] for g in glances if g.time_s <= 25.0]
+    rates = [o.extra[SERVED_UTIL_KEY] * o.interval_s / o.extra[BUSY_KEY] for o in before]
+    assert rates and rates == pytest.approx([100.0] * len(rates), rel=1e-6)
