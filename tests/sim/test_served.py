@@ -76,6 +76,8 @@ def test_instances_sharing_a_resource_each_get_their_share_in_progress() -> None
     assert served.tolist() == pytest.approx([2.0, 1.0])
     assert busy.tolist() == pytest.approx([5.0, 3.0])
     assert core.instances_.work.tolist() == pytest.approx([2.0, 0.0])
+    core.drop_jobs(b)  # nothing in service: nothing changes
+    assert core.served()[1].tolist() == pytest.approx([5.0, 3.0])
 
 
 def test_the_simulator_reports_served_capacity_and_busy_time_in_observe_and_glance() -> None:

@@ -359,7 +359,7 @@ class EventCore:
         inst = self._inst.cols
         k = inst.serving
         left = self._res.cols.vtime[inst.res] - inst.vmark
-        return inst.served + k * left, inst.busy + (k > 0) * (self.now_s_ - inst.smark)
+        return inst.served + k * left, inst.busy + (k > 0) * self.now_s_
 
     def take_interval(self, records: Sequence[Records], quantiles: Sequence[float]) -> Interval:
         """What ``records`` (every ``run``'s since the last call, in order) and the instances'
