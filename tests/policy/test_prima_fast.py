@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from quell.core.observation import OLDEST_KEY, Observation, Snapshot
+from quell.core.observation import BUSY_KEY, OLDEST_KEY, SERVED_UTIL_KEY, Observation, Snapshot
 from quell.errors import InputError
-from quell.policy.prima.fast import AGE_FACTOR, CUT_FRACTION, Armed, FastRule
+from quell.policy.prima.fast import AGE_FACTOR, CUT_FRACTION, MIN_BUSY, Armed, FastRule
 from quell.probe.severity import PROBE_KEY
 from tests.prima.bundles import R_ISO0, R_ISO_SLOPE, capacity, linear_bundle, sf_of_total
 
@@ -47,6 +47,47 @@ def glance(**extra: dict[str, float]) -> Snapshot:
 def probe_behind(u_int: float) -> float:
     """The probe time the bundle gives an instance at U behind a neighbour of ``u_int``."""
     return (R_ISO0 + R_ISO_SLOPE * U) * (1.0 + sf_of_total(U + u_int))
+
+
+def served(rate_pct: float, busy_s: float) -> dict[str, float]:
+    """A glance's reading of an instance served at ``rate_pct`` of its link while it served
+    for ``busy_s`` of the 1 s glance."""
+    return {SERVED_UTIL_KEY: rate_pct * busy_s, BUSY_KEY: busy_s}
+
+
+def test_the_rate_served_while_busy_cuts_to_the_capacity_the_neighbour_left() -> None:
+    r = rule()
+    # a served at 20 % of its link for half the glance: a neighbour takes 80 %
+    found = r.read(glance(a=served(20.0, 0.5), b=served(100.0, 0.3), c=served(100.0, 1.0)))
+    assert found is not None and found.at.tolist() == [0]
+    assert (found.by_served, found.by_probe) == (1, 0)
+    u_new = float(r.model.capacity_for(np.array([80.0])).value[0])
+    assert u_new == pytest.approx(capacity(80.0, R_TH), abs=0.5)  # 11.25 %
+    assert found.u_max_pct.tolist() == [u_new]
+    assert found.weight.tolist() == [math.floor(256 * u_new / U_MAX0)]
+    assert found.taken_pct == pytest.approx(U_MAX0 - u_new)
+    assert found.planned_pct == pytest.approx(2 * U_MAX0 + u_new)
+    # one whose neighbour leaves 2 %: the capacity behind 98 %, at the model's edge
+    r = rule()
+    found = r.read(glance(b=served(2.0, 1.0)))
+    left = float(r.model.capacity_for(np.array([98.0])).value[0])
+    assert found is not None and found.at.tolist() == [1] and found.u_max_pct.tolist() == [left]
+    assert found.weight.tolist() == [max(1, math.floor(256 * left / U_MAX0))]
+
+
+def test_a_served_rate_read_over_too_short_a_time_or_the_whole_link_cuts_nothing() -> None:
+    short = served(5.0, 0.9 * MIN_BUSY)
+    assert rule().read(glance(a=short, b=served(100.0, 1.0), c=served(99.0, 0.2))) is None
+
+
+def test_where_the_served_rate_is_measured_the_probe_does_not_cut() -> None:
+    # a download that met the service's own requests reads as a neighbour; the rate served
+    # shows the whole link left, so nothing is cut
+    whole = served(100.0, 0.6) | {PROBE_KEY: probe_behind(80.0)}
+    assert rule().read(glance(a=whole)) is None
+    # where no rate is measured (b), the probe still cuts
+    found = rule().read(glance(a=whole, b={PROBE_KEY: probe_behind(80.0)}))
+    assert found is not None and found.at.tolist() == [1] and found.by_probe == 1
 
 
 def test_a_probe_that_reads_the_capacity_gone_cuts_that_weight_alone() -> None:

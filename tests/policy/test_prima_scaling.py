@@ -15,7 +15,7 @@ from quell.core.action import AddInstance, Decision, RemoveInstance, SetWeight
 from quell.core.observation import Observation, Snapshot
 from quell.policy import PolicyContext, ScalingLimits
 from quell.policy.fleet import PENDING_GRACE_INTERVALS, Fleet
-from quell.policy.prima import PrimaPolicy, instance_rows
+from quell.policy.prima import PrimaPolicy, fast, instance_rows
 from quell.policy.weights import proportional_array, proportional_weights
 from quell.probe import ProbeTable, SeverityEstimator
 from quell.probe.table import TrainingLevel
@@ -634,3 +634,42 @@ def test_a_new_instance_can_serve_at_once_with_a_clean_capacity(tmp_path: Path) 
     # measured replaces the clean one: U_max 15 %, as above.
     d = p.decide(at(50, obs(50, "i1", 40.0, 40.0), obs(50, "n1", 10.0, 70.0)))
     assert cols(d, "n1")["u_max_pct"] == pytest.approx(sb.capacity(60.0, TARGET_S), abs=0.2)
+
+
+def _cut_one_of_four(tmp_path: Path) -> tuple[PrimaPolicy, Decision]:
+    p = policy(tmp_path, 4, wait_intervals=5, fast_interval_s=1.0, safety_factor=0.1)
+    # 4 × 44 % = 176 %, × 1.1 = 193.6 % against 4 × 45 %: short by 13.6 %, waiting for the vote
+    d = p.decide(at(10, *[obs(10, f"i{k}", 44.0, 44.0) for k in range(1, 5)]))
+    assert adds(d) == []
+    busy = {f"i{k}": {"served_util_pct": 44.0, "busy_seconds": 0.44} for k in range(1, 5)}
+    busy["i2"] = {"served_util_pct": 2.0, "busy_seconds": 1.0}  # a neighbour left it 2 %
+    glance = Snapshot(
+        11.0, "test", {i: Observation(11.0, i, 1.0, requests=4, extra=e) for i, e in busy.items()}
+    )
+    return p, p.react(glance)
+
+
+def test_a_glance_cuts_an_instance_served_slowly_and_leaves_the_scale_out_to_the_vote(
+    tmp_path: Path,
+) -> None:
+    p, f = _cut_one_of_four(tmp_path)
+    assert p.fast_ is not None
+    left = float(p.fast_.model.capacity_for(np.array([98.0])).value[0])
+    weights = {a.instance_id: a.weight for a in f.actions if isinstance(a, SetWeight)}
+    assert list(weights) == ["i2"] and f.detail["u_max_pct"] == [left]
+    assert left == 0.0 and weights["i2"] == 0  # the bundle leaves nothing behind 98 %
+    assert adds(f) == []  # SCALE_OUT_AT_ONCE off: the interval's vote adds
+
+
+def test_with_scale_out_at_once_a_glance_adds_only_what_the_cut_took(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(fast, "SCALE_OUT_AT_ONCE", True)
+    p, f = _cut_one_of_four(tmp_path)
+    assert p.fast_ is not None
+    left = float(p.fast_.model.capacity_for(np.array([98.0])).value[0])
+    # the cut took CAP0 - left; the shortfall it leaves is 13.6 % more: only the cut's share
+    # is added at once, the rest waits for the vote as before
+    net = p.scale_out_.net_pct
+    assert len(adds(f)) == math.ceil((CAP0 - left) / net)
+    assert len(adds(f)) < math.ceil((193.6 - 3 * CAP0 - left) / net)

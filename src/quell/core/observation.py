@@ -73,6 +73,17 @@ on the instance (as the server reports it, where it can), for servers that have 
 OLDEST_KEY = "oldest_in_flight_seconds"
 """``Observation.extra`` key: how long the oldest request the instance still holds at the end of
 the interval (or glance) has been there. Absent when it holds none or it is not measured."""
+SERVED_UTIL_KEY = "served_util_pct"
+"""``Observation.extra`` key: the capacity the instance's requests and probes received in the
+interval (or glance), finished or still in service, in percent of its capacity over the
+interval: what a NIC's byte counter shows (bytes out per second), where ``util_pct`` counts
+only the work of the requests that completed. Absent where it is not measured."""
+BUSY_KEY = "busy_seconds"
+"""``Observation.extra`` key: the time in the interval (or glance) the instance had at least one
+request or probe in service (the balancer's current sessions above zero). With
+``SERVED_UTIL_KEY``, ``served_util_pct × interval_s / busy_seconds`` is the rate it was served at
+while it served: under processor sharing, the capacity its neighbours left it. Absent where it
+is not measured."""
 THROTTLED_KEY = "cfs_throttled_seconds"
 """``Observation.extra`` key: time the instance's cgroup spent throttled by its CPU quota in the
 interval (cgroup ``cpu.stat`` ``throttled_usec``). Absent where it is not measured."""

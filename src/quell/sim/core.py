@@ -98,8 +98,9 @@ class EventCore:
         )
         self._sent = 0
         self._max_sent = 0
-        self._marks = (_EMPTY_F, _EMPTY_I, _EMPTY_F)
-        """The instances' work, refusals and busy-worker area at the last ``take_interval``."""
+        self._marks = (_EMPTY_F, _EMPTY_I, _EMPTY_F, _EMPTY_F, _EMPTY_F)
+        """The instances' work, refusals, busy-worker area, served capacity and busy time at
+        the last ``take_interval``."""
 
     @property
     def resources_(self) -> kernel.Resources:
@@ -349,13 +350,25 @@ class EventCore:
         kernel.oldest_start(self._state(), out)
         return out
 
+    def served(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """Per instance since it was added: the capacity its jobs have received (work ×
+        slowdown), finished or still in service, and the time it had at least one job in
+        service, both up to now (what a NIC's byte counter and the balancer's current sessions
+        show of it). Under processor sharing, served over busy is the rate its resource gave it
+        while it served."""
+        inst = self._inst.cols
+        k = inst.serving
+        left = self._res.cols.vtime[inst.res] - inst.vmark
+        return inst.served + k * left, inst.busy + (k > 0) * self.now_s_
+
     def take_interval(self, records: Sequence[Records], quantiles: Sequence[float]) -> Interval:
         """What ``records`` (every ``run``'s since the last call, in order) and the instances'
         counters add up to since the last call, and what the instances hold at its end."""
         inst = self._inst.cols
         n = self.n_instances
-        work, refused, warea = self._marks
-        self._marks = (inst.work.copy(), inst.rej.copy(), inst.warea.copy())
+        work, refused, warea, served0, busy0 = self._marks
+        served, busy = self.served()
+        self._marks = (inst.work.copy(), inst.rej.copy(), inst.warea.copy(), served, busy)
         probe_sum, probe_count = np.zeros(n), np.zeros(n)
         for r in records:
             k = r.probe_count.size
@@ -366,6 +379,8 @@ class EventCore:
             work=inst.work - _padded(work, n),
             refused=inst.rej - _padded(refused, n),
             busy_worker_s=inst.warea - _padded(warea, n),
+            served=served - _padded(served0, n),
+            busy_s=busy - _padded(busy0, n),
             probe_sum_s=probe_sum,
             probe_count=probe_count,
             in_system=self.in_system(),
@@ -480,6 +495,10 @@ class Interval:
     refused: NDArray[np.int64]
     busy_worker_s: NDArray[np.float64]
     """∫ busy workers dt (apache instances; 0 elsewhere)."""
+    served: NDArray[np.float64]
+    """Capacity its jobs received, finished or still in service (``EventCore.served``),"""
+    busy_s: NDArray[np.float64]
+    """and the time it had at least one job in service."""
     probe_sum_s: NDArray[np.float64]
     """The times of the probes completed, added up, and how many."""
     probe_count: NDArray[np.float64]

@@ -13,7 +13,9 @@ What the lab and the simulator agree on: an added instance is in snapshots once 
 (``scenario.probe``) and ``extra["probe_samples"]`` how many,
 ``extra["link_util_pct"]`` the work done on the instance's host link in the interval by everyone
 on it, neighbours included, as a share of the link's capacity, and
-``extra["oldest_in_flight_seconds"]`` the age of the oldest request the instance still holds.
+``extra["oldest_in_flight_seconds"]`` the age of the oldest request the instance still holds,
+``extra["served_util_pct"]`` the capacity its requests and probes received, finished or not (its
+NIC's bytes out), and ``extra["busy_seconds"]`` the time it had one in service.
 
 Closed-loop users (``workload.arrival.process: closed``) send as they get answers, so they
 have no schedule: the event core draws their requests and think times as it goes. An apache
@@ -42,8 +44,10 @@ from quell.core.action import (
 )
 from quell.core.clock import VirtualClock
 from quell.core.observation import (
+    BUSY_KEY,
     MAXCONN_KEY,
     OLDEST_KEY,
+    SERVED_UTIL_KEY,
     SERVER_SETTING_KEYS,
     Observation,
     Snapshot,
@@ -116,6 +120,8 @@ class _GlanceMark(NamedTuple):
     time_s: float
     work: NDArray[np.float64]
     refused: NDArray[np.int64]
+    served: NDArray[np.float64]  # ``EventCore.served``: capacity received,
+    busy: NDArray[np.float64]  # and time with a job in service
 
 
 class SimEnvironment:
@@ -193,9 +199,11 @@ class SimEnvironment:
         self._arr_cursor = 0
         self._pending: list[Records] = []
         self._last_obs_s = 0.0
-        self._glance = _GlanceMark(0, 0.0, np.zeros(0), np.zeros(0, dtype=np.int64))
+        self._glance = _GlanceMark(
+            0, 0.0, np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0)
+        )
         """Where the last glance (or observe) left off: the records of ``_pending`` it read, its
-        time, and the instances' work done and refusals then."""
+        time, and the instances' work done, refusals, capacity served and time busy then."""
         self.lb_refused_total_ = 0
         self.log_capacity = log_capacity
         self.capacity_log_: list[NDArray[np.float64]] = []
@@ -498,7 +506,7 @@ class SimEnvironment:
         snap = self._snapshot(t, interval)
         self._last_obs_s = t
         inst = self.core_.instances_
-        self._glance = _GlanceMark(0, t, inst.work.copy(), inst.rej.copy())
+        self._glance = _GlanceMark(0, t, inst.work.copy(), inst.rej.copy(), *self.core_.served())
         return snap
 
     def glance(self) -> Snapshot:
@@ -517,10 +525,15 @@ class SimEnvironment:
         inst = core.instances_
         n = core.n_instances
         window = t - mark.time_s
-        self._glance = _GlanceMark(len(self._pending), t, inst.work.copy(), inst.rej.copy())
+        served_now, busy_now = core.served()
+        self._glance = _GlanceMark(
+            len(self._pending), t, inst.work.copy(), inst.rej.copy(), served_now, busy_now
+        )
         stats = interval_stats([r for r in records if len(r)], n, _QUANTILES)
         work = inst.work - np.pad(mark.work, (0, n - mark.work.size))
         refused = inst.rej - np.pad(mark.refused, (0, n - mark.refused.size))
+        served = served_now - np.pad(mark.served, (0, n - mark.served.size))
+        busy = busy_now - np.pad(mark.busy, (0, n - mark.busy.size))
         probe_sum, probe_count = np.zeros(n), np.zeros(n)
         for r in records:
             k = r.probe_count.size
@@ -537,7 +550,10 @@ class SimEnvironment:
                 continue
             c = int(counts[i])
             util = 100.0 * work[i] / (capacity[i] * window)
-            extra: dict[str, float] = {}
+            extra: dict[str, float] = {
+                SERVED_UTIL_KEY: float(100.0 * served[i] / (capacity[i] * window)),
+                BUSY_KEY: float(busy[i]),
+            }
             if probe_count[i] > 0:
                 extra[PROBE_KEY] = float(probe_sum[i] / probe_count[i])
                 extra[PROBE_COUNT_KEY] = float(probe_count[i])
@@ -599,6 +615,9 @@ class SimEnvironment:
             util = 100.0 * work / (capacity[i] * interval) if interval > 0 else None
             cpu = None if util is None else util / 100.0
             extra: dict[str, float] = {}
+            if interval > 0:
+                extra[SERVED_UTIL_KEY] = float(100.0 * iv.served[i] / (capacity[i] * interval))
+                extra[BUSY_KEY] = float(iv.busy_s[i])
             if (apache := settings[i]) is not None:
                 # its resource is its CPU: CPU time per second, in cores
                 cpu = None if util is None else float(work / interval)

@@ -10,6 +10,12 @@ Design for speed:
   instance's overhead per active worker, 0 elsewhere). A job admitted at V with work w finishes
   when V_r reaches its tag V + w, so a resource needs only a min-heap of tags: O(log n) per
   event, no per-job updates when the population changes.
+* **Served capacity from the virtual clock.** Every job of resource r in service received the
+  same ΔV_r, so instance i's served capacity (finished or not, a NIC's bytes out) grows by
+  (its jobs in service) × ΔV_r, counted when that number changes (``_serve_clock``: a
+  multiply-add at each of its admissions and completions) and read in between as
+  count × (V_r − mark); its busy time is its busy periods' ends less their starts, touched only
+  when one starts or ends. Nothing is touched per job.
 * **One event heap.** An indexed min-heap over resources keyed by each one's next departure
   time; an arrival or departure at r only re-keys r. Dispatch uses a second indexed heap over
   instances (stride keys for weighted round robin, (conns + 1) / weight for least connections).
@@ -174,6 +180,10 @@ class Instances(NamedTuple):
     rwork: Floats  # work of every request,
     bwork: Floats  # per byte of its size,
     cwork: Floats  # and of a new connection (+ its PHP page's: ``State.page_work``)
+    serving: Ints  # its jobs in service on its resource (requests and probes)
+    served: Floats  # capacity its jobs received, finished or not (∫ serving × dV_r),
+    busy: Floats  # time with a job of it in service: its busy periods' ends less their starts
+    vmark: Floats  # its resource's virtual time when ``served`` was brought up (``_serve_clock``)
 
 
 class Queue(NamedTuple):
@@ -537,6 +547,23 @@ def _work(st: Any, i: int, code: int, z: float, extended: Any) -> float:
 
 
 @step
+def _serve_clock(inst: Any, i: int, t: float, v: float, step: int) -> None:
+    """Instance i's jobs in service change by ``step`` at t, where its resource's virtual clock
+    reads v: each of those it had received v − ``vmark`` since the last change. Its busy time
+    is kept as the sum of its busy periods' ends less their starts (read while busy by adding
+    now)."""
+    k = inst.serving[i]
+    if k > 0:
+        inst.served[i] += k * (v - inst.vmark[i])
+        if k + step == 0:
+            inst.busy[i] += t
+    elif step > 0:
+        inst.busy[i] -= t
+    inst.serving[i] = k + step
+    inst.vmark[i] = v
+
+
+@step
 def _enter_service(
     st: Any, t: float, code: int, start: float, z: float, phi: float, extended: Any
 ) -> int:
@@ -551,7 +578,9 @@ def _enter_service(
     if n == 0:
         res.tlast[r] = t
         res.vtime[r] = 0.0
-    tag = res.vtime[r] + _work(st, i, code, z, extended) * st.inst.factor[i]
+    v = res.vtime[r]
+    _serve_clock(st.inst, i, t, v, 1)
+    tag = v + _work(st, i, code, z, extended) * st.inst.factor[i]
     _jh_push(st.jobs, res.off[r], n, tag, start, code, z)
     res.n[r] = n + 1
     return r
@@ -717,6 +746,7 @@ def _complete(
     res.n[r] = n - 1
     seg.rate[r] = _rate(res, r, n - 1, extended)
     res.vtime[r] = 0.0 if n == 1 else tag
+    _serve_clock(inst, i, t, tag, -1)  # (a resource left empty: its mark is set at the next)
     _instance_clock(st, i, t, extended)
     inst.active[i] -= 1
     inst.work[i] += _work(st, i, code, z, extended) * inst.factor[i]
@@ -1119,6 +1149,7 @@ def drop_instance(i: int, t: float, st: Any) -> int:
         q.n[i] = 0
         q.head[i] = 0
     _close_connections(st, i, False)
+    _serve_clock(inst, i, t, res.vtime[r], -inst.serving[i])
     res.n[r] = keep
     _jh_heapify(jobs, o, keep)
     if keep == 0:

@@ -233,8 +233,9 @@ class PrimaPolicy:
         actions: list[Action] = list(self.fleet_.set_weights(ids, found.weight))
         names = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
         reason = (
-            f"glance: {len(ids)} instance(s) lost capacity ({names}; {found.by_probe} by the "
-            f"probe, {len(ids) - found.by_probe} by a request held over "
+            f"glance: {len(ids)} instance(s) lost capacity ({names}; {found.by_served} by the "
+            f"rate served while busy, {found.by_probe} by the probe, "
+            f"{len(ids) - found.by_served - found.by_probe} by a request held over "
             f"{fast.AGE_FACTOR:g} R_th): weights ∝ their capacity now"
         )
         detail: dict[str, object] = {
@@ -249,7 +250,8 @@ class PrimaPolicy:
             and demand > found.planned_pct
             and self.intervals_ > self.params.warmup_intervals
         ):
-            adds = self.scale_out_.add_now(demand - found.planned_pct, self._avoid())
+            short = min(demand - found.planned_pct, found.taken_pct)
+            adds = self.scale_out_.add_now(short, self._avoid())
             if adds:
                 self.scale_in_.trial_.reset()
                 rule.added(len(adds) * self.scale_out_.net_pct)
@@ -257,7 +259,8 @@ class PrimaPolicy:
                 detail["added"] = [a.instance_id for a in adds]
                 reason += (
                     f"; U={armed.total_util_pct:.1f}% exceeds the {found.planned_pct:.1f}% "
-                    f"left: scale out with {len(adds)} instance(s) at once"
+                    f"left: scale out with {len(adds)} instance(s) at once for {short:.1f}% "
+                    f"of the {found.taken_pct:.1f}% the cuts took"
                 )
         return Decision(tuple(actions), reason=reason, detail=detail)
 

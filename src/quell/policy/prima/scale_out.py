@@ -49,12 +49,9 @@ class ScaleOut:
         return max(1, math.ceil(short_pct / max(self.net_pct, 1e-9) - 1e-9))
 
     def add_now(self, short_pct: float, avoid: Mapping[str, float]) -> tuple[AddInstance, ...]:
-        """Add what makes up ``short_pct`` at once, without the vote (a glance found the
-        capacity gone); the vote starts again."""
-        adds = self.fleet.add_many(self.need_for(short_pct), weight=0, avoid=avoid)
-        if adds:
-            self.vote_.clear()
-        return adds
+        """Add what makes up ``short_pct`` at once, without the vote (a glance found that
+        capacity gone); the vote on any shortfall besides goes on."""
+        return self.fleet.add_many(self.need_for(short_pct), weight=0, avoid=avoid)
 
     def decide(
         self, now: Interval, plan: Plan, avoid: Mapping[str, float]
