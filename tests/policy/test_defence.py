@@ -233,4 +233,7 @@ def test_prima_s_fast_path_runs_through_the_composition(tmp_path: Path) -> None:
     d = p.react(glance)
     assert [a.instance_id for a in d.actions] == ["i1"]
     assert isinstance(d.actions[0], SetWeight) and d.actions[0].weight < 256
-    assert d.reason.startswith("prima (fast): glance: 1 instance(s) lost capacity (i1; 1 by the")
+    assert d.reason.startswith(
+        "prima (fast): glance: 1 instance(s) lost capacity (i1; 0 by the rate served while busy,"
+        " 1 by the probe"
+    )
