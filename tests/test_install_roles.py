@@ -41,6 +41,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     },
 }
 """Each policy's parameters on the recorded bundles ``scenarios/`` ships."""
+PARAMS["defence"] = {"prima": PARAMS["prima"], "ic2": PARAMS["ic2"]}
 HELP = (["agent", "--help"], ["live", "--help"], ["live", "run", "--help"])
 
 
