@@ -44,6 +44,7 @@ pytestmark = pytest.mark.lab
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 NOT_REPEATABLE = "a live fleet runs real processes: no two runs time alike"
+NO_GLANCE = "the live controller decides at its interval only and refuses a fast path"
 
 
 def scenario() -> dict[str, Any]:
@@ -162,6 +163,7 @@ def test_the_live_environment_keeps_the_contract(stack: Stack) -> None:
         step_s=1.2,  # Prometheus scrapes every 0.5 s: a cap shows within a step
         wait_s=4.0,
         not_repeatable=NOT_REPEATABLE,
+        no_glance=NO_GLANCE,
         # online: HAProxy's maxconn, and php-fpm reloaded alone through a's agent
         reconfigure=("a", {"max_request_workers": 4, "php_max_children": 2}),
         reconfigure_graceful={  # through a's agent: its Apache and php-fpm files, reloaded
@@ -176,6 +178,8 @@ def test_the_live_environment_keeps_the_contract(stack: Stack) -> None:
     na = {r.check: r.detail for r in results if r.outcome == "not applicable"}
     assert na == {
         "check_same_seed": NOT_REPEATABLE,
+        "check_glance": NO_GLANCE,
+        "check_glance_keeps_observe": NOT_REPEATABLE,
         "check_unsupported_action": "supports every Action kind",
     }
 

@@ -118,6 +118,9 @@ class EnvironmentFixture(Generic[E]):
     """How long past its boot (or after its removal) an instance may take to show (or go)."""
     not_repeatable: str | None = None
     """Why two environments made alike may give different snapshots; ``None``: they must not."""
+    no_glance: str | None = None
+    """Why the environment cannot glance (its ``glance`` is refused, and so is a policy with a
+    fast path where it runs); ``None``: it must."""
     reconfigure: tuple[str, Mapping[str, float]] | None = None
     """An instance whose server settings ``ReconfigureServer`` changes, and values (of
     ``SERVER_SETTING_KEYS`` settings) it accepts there; ``None``: the environment has none."""
@@ -641,6 +644,8 @@ def check_glance(fx: EnvironmentFixture[E], env: E) -> str | None:
     """A glance's fields and units are those of a snapshot; its time is the clock's and its
     ``interval_s`` the time since the last glance or observe, so a glance right after a glance
     covers only the time between; the next observe still covers its whole interval."""
+    if fx.no_glance is not None:
+        return fx.no_glance
     found: list[Problem] = []
     observed = last = _next(env, fx).time_s
     for step in (fx.step_s / 2, fx.step_s / 4, fx.step_s / 4):
