@@ -17,6 +17,7 @@ from quell.policy.ic2 import Ic2Params, Ic2Policy
 from quell.policy.ic2.controller import HOLD_S
 from quell.policy.ic2.update import Settings
 from tests.detect.trees import rt_detector, write_detector
+from tests.policy.test_ic2 import _actions
 
 PARAMS: dict[str, Any] = {
     "detector": "detector.json",
@@ -78,19 +79,10 @@ def _policy(**overrides: Any) -> Ic2Policy:
     )
 
 
-def _acts(decisions: list[Decision]) -> list[tuple[int, ReconfigureServer]]:
-    return [
-        (k, a)
-        for k, d in enumerate(decisions)
-        for a in d.actions
-        if isinstance(a, ReconfigureServer)
-    ]
-
-
 def test_a_change_after_which_users_wait_longer_is_reverted_and_held() -> None:
     server = Server(_policy())
     first = server.run([CLEAN] * 4 + [SLOW] * 3)
-    assert _acts(first) == [(6, ReconfigureServer("i1", CHANGED.as_dict(), True))]
+    assert _actions(first) == [(6, ReconfigureServer("i1", CHANGED.as_dict(), True))]
     assert first[6].detail["instances"]["i1"]["guard"] == {  # type: ignore[index]
         "watching": True,
         "before_intervals": 3,  # from leaving NI2 (interval 4) to the change
@@ -98,7 +90,7 @@ def test_a_change_after_which_users_wait_longer_is_reverted_and_held() -> None:
     }
     # after: still slow, and 50 of 300 requests unanswered: (250 × 0.4 + 50 × 10) / 300 = 2.0
     after = server.run([(0.4, 0.8, 50)] * 4)
-    acts = _acts(after)
+    acts = _actions(after)
     assert [k for k, _ in acts] == [3]  # the 4th interval after the change: 20 s after it
     # back to the settings before, gracefully: KeepAliveTimeout cannot change online
     assert acts[0][1] == ReconfigureServer("i1", BASE.as_dict(), True)
@@ -124,19 +116,19 @@ def test_a_change_after_which_users_wait_longer_is_reverted_and_held() -> None:
     )
     # the neighbour goes and comes back: Algorithm 1 may not take the same step while held
     again = server.run([CLEAN] * 3 + [SLOW] * 3)
-    assert _acts(again) == []
+    assert _actions(again) == []
     assert "the settings in force are already" in again[5].reason
     # once the hold is over, it may
     server.t = 50.0 + HOLD_S
     later = server.run([CLEAN] * 3 + [SLOW] * 3)
-    assert [a.settings for _, a in _acts(later)] == [CHANGED.as_dict()]
+    assert [a.settings for _, a in _actions(later)] == [CHANGED.as_dict()]
 
 
 def test_a_change_after_which_users_wait_less_is_kept() -> None:
     server = Server(_policy())
     server.run([CLEAN] * 4 + [SLOW] * 3)
     after = server.run([(0.3, 0.8, 0), (0.25, 0.8, 0), (0.3, 0.8, 0), (0.25, 0.8, 0)])
-    assert _acts(after) == []
+    assert _actions(after) == []
     assert after[3].detail["instances"]["i1"]["guard"]["outcome"] == "keep"  # type: ignore[index]
     assert after[3].reason.startswith("i1: the change at 30 s (keepalive_timeout_s 5 → 5.9")
     assert " kept: users waited 0.275 ± 0.014 s over 4 intervals after" in after[3].reason
@@ -147,7 +139,7 @@ def test_the_return_to_the_baseline_cancels_the_watch() -> None:
     server = Server(_policy())
     server.run([CLEAN] * 4 + [SLOW] * 3)
     back = server.run([CLEAN] * 4)  # NI2 on the third: the baseline, not judged
-    assert [(k, a.settings) for k, a in _acts(back)] == [(2, BASE.as_dict())]
+    assert [(k, a.settings) for k, a in _actions(back)] == [(2, BASE.as_dict())]
     assert "guard" not in back[3].detail["instances"]["i1"]  # type: ignore[index]
 
 
@@ -155,16 +147,16 @@ def test_a_change_that_can_be_made_online_is_not_made_gracefully() -> None:
     # MXC and PHP only: both can change online, so online though graceful is asked for
     row = "-max_request_workers,+php_max_children"
     d = Server(_policy(directions=row)).run([CLEAN] * 4 + [SLOW] * 3)
-    assert _acts(d) == [
+    assert _actions(d) == [
         (6, ReconfigureServer("i1", {"max_request_workers": 48, "php_max_children": 128}, False))
     ]
     assert "(online: each setting can change in place)" in d[6].reason
     # the paper's httpd-basic, as the Table 4 scenarios ask
     d = Server(_policy(directions=row, prefer_online=False)).run([CLEAN] * 4 + [SLOW] * 3)
-    assert _acts(d)[0][1].graceful is True
+    assert _actions(d)[0][1].graceful is True
     # KeepAliveTimeout cannot change online: graceful
     d = Server(_policy()).run([CLEAN] * 4 + [SLOW] * 3)
-    assert _acts(d)[0][1].graceful is True
+    assert _actions(d)[0][1].graceful is True
 
 
 def test_the_guard_is_built_from_the_context_and_can_be_turned_off(tmp_path: Any) -> None:

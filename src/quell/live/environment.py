@@ -350,15 +350,16 @@ class LiveEnvironment:
         return Snapshot(time_s=now, environment=self.name, instances=out)
 
     def glance(self) -> Snapshot:
-        """Not yet: a glance needs the HAProxy log's records peeked rather than drained
+        """Refused: a glance would need the HAProxy log's records peeked rather than drained
         (``LogReader.drain`` hands each record out once) and the agents' series over a window
         of a few seconds, where Prometheus rates need four scrapes (``_window_s``): a scrape
         interval of at most a quarter of the glance's, or the agents' ``/metrics`` read
         directly."""
         self._require_started("glance")
-        raise NotImplementedError(
-            "live: glance (a policy's fast path) needs the HAProxy log peeked and the agents read "
-            "over a window of seconds; set no fast_interval_s on a live deployment"
+        raise EnvironmentStateError(
+            self.name,
+            "glance",
+            "a live deployment decides at its interval only (the controller refuses a fast path)",
         )
 
     def take_logged(self) -> list[LoggedRequest]:
