@@ -173,3 +173,25 @@ def test_an_instance_that_finishes_nothing_while_holding_old_requests_misses(
     assert (out["counted_intervals"], out["met_intervals"]) == (counted, met)
     assert out["stalled_intervals"] == (1 if counted == 10 else 0)
     store.close()
+
+
+def test_an_instance_interval_is_infeasible_where_the_oracle_interval_holding_its_end_is() -> None:
+    import numpy as np
+
+    from quell.models.oracle import OracleResult
+    from quell.report.slo import in_infeasible
+
+    ends = np.array([10.0, 20.0, 30.0])
+    o = OracleResult(
+        hosts=("h1",),
+        interval_end_s=ends,
+        interval_s=np.full(3, 10.0),
+        rate_rps=np.zeros(3),
+        mean_size_bytes=1.0,
+        capacity_bytes_per_s=np.ones((3, 1)),
+        instances=np.ones(3, dtype=np.int64),
+        infeasible=np.array([False, True, False]),
+    )
+    # (10, 20] is infeasible: its end, a time inside it and nothing either side; past the run none
+    got = in_infeasible(np.array([10.0, 20.0, 15.0, 20.5, 25.0, 40.0]), o)
+    assert got.tolist() == [False, True, True, False, False, False]

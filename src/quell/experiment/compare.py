@@ -46,6 +46,7 @@ def comparison_row(
         "run_dir": str(run_dir),
         "slo_pct": pct(slo.get("slo_fraction")),
         "slo_all_pct": pct(slo.get("slo_fraction_all")),
+        "slo_feasible_pct": pct(slo.get("slo_fraction_feasible")),
         "slo_req_pct": pct(slo.get("slo_request_fraction")),
         "settling_pct": pct(slo.get("settling_fraction")),
         "settling_own_pct": pct(slo.get("settling_own_fraction")),

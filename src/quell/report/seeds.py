@@ -20,11 +20,12 @@ from quell.report.fit import FitTable
 _STATS = (
     "slo_pct",
     "slo_all_pct",
+    "slo_feasible_pct",
     "settling_pct",
     "instance_seconds",
     "oracle_instance_seconds",
 )
-_PAIRED = ("slo_pct", "slo_all_pct", "instance_seconds")
+_PAIRED = ("slo_pct", "slo_all_pct", "slo_feasible_pct", "instance_seconds")
 """The statistics whose paired difference from the first policy is reported
 (``<stat>_vs_first``)."""
 

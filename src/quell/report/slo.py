@@ -294,4 +294,22 @@ def slo_summary(
     if oracle is not None:
         out["oracle"] = oracle.to_dict()
         out["oracle_instance_seconds"] = round(oracle.instance_seconds, 3)
+        feasible = has & ~in_infeasible(obs["time_s"], oracle)
+        n_feasible = int(feasible.sum())
+        out["feasible_intervals"] = n_feasible
+        out["slo_fraction_feasible"] = (
+            round(int((met & feasible).sum()) / n_feasible, 5) if n_feasible else None
+        )
+    return out
+
+
+def in_infeasible(time_s: NDArray[np.float64], oracle: OracleResult) -> NDArray[np.bool_]:
+    """Whether each instance-interval ending at ``time_s`` ends inside an interval in which no
+    placement of instances, each at its true capacity, could carry the load within R_th (the
+    oracle's infeasible ones): the interval (end − length, end] of the oracle's that holds it."""
+    ends = oracle.interval_end_s
+    k = np.searchsorted(ends, np.asarray(time_s, dtype=np.float64) - 1e-9, side="left")
+    inside = k < ends.size
+    out = np.zeros(k.size, dtype=np.bool_)
+    out[inside] = oracle.infeasible[k[inside]]
     return out
