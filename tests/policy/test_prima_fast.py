@@ -19,17 +19,20 @@ U = 20.0
 U_MAX0 = capacity(0.0, R_TH)  # 51.25 % behind no neighbour
 
 
-def rule() -> FastRule:
+def rule(u: float = U) -> FastRule:
+    """The rule armed with three instances, each at ``u`` and planned with U_MAX0."""
     b = linear_bundle()
-    r = FastRule(b.capacity_model(R_TH), b.probe_table, R_TH, min_room_pct=0.0)
+    r = FastRule(
+        b.capacity_model(R_TH), b.capacity_model(2 * R_TH), b.probe_table, R_TH, min_room_pct=0.0
+    )
     r.arm(
         Armed(
             ids=["a", "b", "c"],
-            util_pct=np.full(3, U),
+            util_pct=np.full(3, u),
             u_max_pct=np.full(3, U_MAX0),
             weight=np.array([256, 256, 256]),
             probe_pct=np.zeros(3),
-            total_util_pct=3 * U,
+            total_util_pct=3 * u,
             planned_pct=3 * U_MAX0,
         )
     )
@@ -73,6 +76,23 @@ def test_the_rate_served_while_busy_cuts_to_the_capacity_the_neighbour_left() ->
     left = float(r.model.capacity_for(np.array([98.0])).value[0])
     assert found is not None and found.at.tolist() == [1] and found.u_max_pct.tolist() == [left]
     assert found.weight.tolist() == [max(1, math.floor(256 * left / U_MAX0))]
+
+
+def test_a_cut_sheds_only_the_load_the_others_have_room_for_within_twice_r_th() -> None:
+    r = rule(85.0)
+    room = float(r.relaxed.capacity_for(np.array([0.0])).value[0])  # clean, at 2 R_th
+    assert room == pytest.approx(capacity(0.0, 2 * R_TH), abs=0.1)  # 88.75 %
+    # each at 85 %: b and c have 2 x (room - 85) to spare within 2 R_th, so a sheds that much
+    # of its 85 whatever its neighbour left it (r' = 1 - spare / 85)
+    found = r.read(glance(a=served(20.0, 0.5)))
+    spare = 2 * (room - 85.0)
+    assert found is not None and found.weight.tolist() == [math.floor(256 * (1 - spare / 85.0))]
+    # at that capacity the others have none: nothing moves (the interval's plan scales out)
+    assert rule(room).read(glance(a=served(20.0, 0.5))) is None
+    # a request held too long sheds all the same: that instance serves nothing
+    held = {OLDEST_KEY: 5 * AGE_FACTOR * R_TH, "requests": 0}
+    found = rule(room).read(glance(a=held))
+    assert found is not None and found.weight.tolist() == [0]
 
 
 def test_a_served_rate_read_over_too_short_a_time_or_the_whole_link_cuts_nothing() -> None:
@@ -135,9 +155,9 @@ def test_instances_not_planned_and_at_weight_0_are_left_alone() -> None:
 
 def test_unarmed_the_rule_finds_nothing_and_bad_input_is_refused() -> None:
     b = linear_bundle()
-    r = FastRule(b.capacity_model(R_TH), b.probe_table, R_TH, 0.0)
+    r = FastRule(b.capacity_model(R_TH), b.capacity_model(2 * R_TH), b.probe_table, R_TH, 0.0)
     assert r.read(glance(a={PROBE_KEY: probe_behind(80.0)})) is None
     with pytest.raises(InputError, match="target_rt_s"):
-        FastRule(b.capacity_model(R_TH), b.probe_table, 0.0, 0.0)
+        FastRule(b.capacity_model(R_TH), b.capacity_model(R_TH), b.probe_table, 0.0, 0.0)
     with pytest.raises(InputError, match="weight"):
         r.arm(Armed(["a"], np.ones(1), np.ones(1), np.ones(2, dtype=np.int64), np.zeros(1), 1, 1))

@@ -15,7 +15,7 @@ from quell.core.action import AddInstance, Decision, RemoveInstance, SetWeight
 from quell.core.observation import Observation, Snapshot
 from quell.policy import PolicyContext, ScalingLimits
 from quell.policy.fleet import PENDING_GRACE_INTERVALS, Fleet
-from quell.policy.prima import PrimaPolicy, fast, instance_rows
+from quell.policy.prima import PrimaPolicy, instance_rows
 from quell.policy.weights import proportional_array, proportional_weights
 from quell.probe import ProbeTable, SeverityEstimator
 from quell.probe.table import TrainingLevel
@@ -58,7 +58,8 @@ def policy(
         base_dir=tmp_path,
         initial_instances={f"i{k}": f"h{k}" for k in range(1, n + 1)},
     )
-    return PrimaPolicy.build({"model": "m.json", **params}, ctx)
+    # the paper's PRIMA: each test sets the option it is about
+    return PrimaPolicy.build({"model": "m.json", "preset": "paper", **params}, ctx)
 
 
 def adds(d: Decision) -> list[str]:
@@ -345,7 +346,8 @@ def probe_policy(
         probe_util_pct=probe_pct,
     )
     params = {"wait_intervals": 0, **params}
-    return PrimaPolicy.build({"model": "m.json", **params}, ctx)
+    # the paper's PRIMA: each test sets the option it is about
+    return PrimaPolicy.build({"model": "m.json", "preset": "paper", **params}, ctx)
 
 
 def two_at(t: float, u: float) -> Snapshot:
@@ -636,40 +638,22 @@ def test_a_new_instance_can_serve_at_once_with_a_clean_capacity(tmp_path: Path) 
     assert cols(d, "n1")["u_max_pct"] == pytest.approx(sb.capacity(60.0, TARGET_S), abs=0.2)
 
 
-def _cut_one_of_four(tmp_path: Path) -> tuple[PrimaPolicy, Decision]:
+def test_a_glance_cuts_an_instance_served_slowly_to_its_capacity_and_leaves_scaling_to_the_vote(
+    tmp_path: Path,
+) -> None:
     p = policy(tmp_path, 4, wait_intervals=5, fast_interval_s=1.0, safety_factor=0.1)
-    # 4 × 44 % = 176 %, × 1.1 = 193.6 % against 4 × 45 %: short by 13.6 %, waiting for the vote
-    d = p.decide(at(10, *[obs(10, f"i{k}", 44.0, 44.0) for k in range(1, 5)]))
+    # 4 × 30 % = 120 %, × 1.1 = 132 % against 4 × 45 %: the others have 3 × 15 % to spare
+    d = p.decide(at(10, *[obs(10, f"i{k}", 30.0, 30.0) for k in range(1, 5)]))
     assert adds(d) == []
-    busy = {f"i{k}": {"served_util_pct": 44.0, "busy_seconds": 0.44} for k in range(1, 5)}
+    busy = {f"i{k}": {"served_util_pct": 30.0, "busy_seconds": 0.3} for k in range(1, 5)}
     busy["i2"] = {"served_util_pct": 2.0, "busy_seconds": 1.0}  # a neighbour left it 2 %
     glance = Snapshot(
         11.0, "test", {i: Observation(11.0, i, 1.0, requests=4, extra=e) for i, e in busy.items()}
     )
-    return p, p.react(glance)
-
-
-def test_a_glance_cuts_an_instance_served_slowly_and_leaves_the_scale_out_to_the_vote(
-    tmp_path: Path,
-) -> None:
-    p, f = _cut_one_of_four(tmp_path)
+    f = p.react(glance)
     assert p.fast_ is not None
     left = float(p.fast_.model.capacity_for(np.array([98.0])).value[0])
     weights = {a.instance_id: a.weight for a in f.actions if isinstance(a, SetWeight)}
     assert list(weights) == ["i2"] and f.detail["u_max_pct"] == [left]
     assert left == 0.0 and weights["i2"] == 0  # the bundle leaves nothing behind 98 %
-    assert adds(f) == []  # SCALE_OUT_AT_ONCE off: the interval's vote adds
-
-
-def test_with_scale_out_at_once_a_glance_adds_only_what_the_cut_took(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(fast, "SCALE_OUT_AT_ONCE", True)
-    p, f = _cut_one_of_four(tmp_path)
-    assert p.fast_ is not None
-    left = float(p.fast_.model.capacity_for(np.array([98.0])).value[0])
-    # the cut took CAP0 - left; the shortfall it leaves is 13.6 % more: only the cut's share
-    # is added at once, the rest waits for the vote as before
-    net = p.scale_out_.net_pct
-    assert len(adds(f)) == math.ceil((CAP0 - left) / net)
-    assert len(adds(f)) < math.ceil((193.6 - 3 * CAP0 - left) / net)
+    assert adds(f) == []  # the interval's vote adds

@@ -110,7 +110,11 @@ class PrimaPolicy:
         self.fast_: fast.FastRule | None = None
         if params.fast_interval_s is not None:
             self.fast_ = fast.FastRule(
-                self.capacity_, bundle.probe_table, target_rt_s, params.min_room_pct
+                self.capacity_,
+                bundle.capacity_model(fast.SHED_RT_FACTOR * target_rt_s),
+                bundle.probe_table,
+                target_rt_s,
+                params.min_room_pct,
             )
         self.fast_cut_: dict[str, float] = {}
         """U_max of each instance a glance cut since the last interval: its capacity there is at
@@ -220,8 +224,8 @@ class PrimaPolicy:
 
     # -- between intervals (``fast_interval_s``) ----------------------------------------------
     def react(self, glance: Snapshot) -> Decision:
-        """The fast rule on a glance: cut the weight of each instance that lost capacity, and
-        scale out at once when the fleet is left short (``quell.policy.prima.fast``)."""
+        """The fast rule on a glance: cut the weight of each instance that lost capacity, as far
+        as the others have room (``quell.policy.prima.fast``); the interval scales out."""
         rule = self.fast_
         found = None if rule is None else rule.read(glance)
         if found is None or rule is None or rule.armed_ is None:
@@ -244,24 +248,6 @@ class PrimaPolicy:
             "weight": found.weight.tolist(),
             "planned_capacity_pct": found.planned_pct,
         }
-        demand = armed.total_util_pct * (1.0 + self.params.safety_factor)
-        if (
-            fast.SCALE_OUT_AT_ONCE
-            and demand > found.planned_pct
-            and self.intervals_ > self.params.warmup_intervals
-        ):
-            short = min(demand - found.planned_pct, found.taken_pct)
-            adds = self.scale_out_.add_now(short, self._avoid())
-            if adds:
-                self.scale_in_.trial_.reset()
-                rule.added(len(adds) * self.scale_out_.net_pct)
-                actions += adds
-                detail["added"] = [a.instance_id for a in adds]
-                reason += (
-                    f"; U={armed.total_util_pct:.1f}% exceeds the {found.planned_pct:.1f}% "
-                    f"left: scale out with {len(adds)} instance(s) at once for {short:.1f}% "
-                    f"of the {found.taken_pct:.1f}% the cuts took"
-                )
         return Decision(tuple(actions), reason=reason, detail=detail)
 
     def _carry_cuts(self, ids: list[str], u_max: Query) -> Query:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from quell.core.action import AddInstance, Decision
+from quell.core.action import Decision
 from quell.policy.fleet import Fleet
 from quell.policy.hysteresis import Vote
 from quell.policy.prima.capacity import WEIGHTING, CapacityAccount, Plan
@@ -47,11 +47,6 @@ class ScaleOut:
         # Less a hair, so a shortfall of exactly k instances' capacity read with rounding error
         # asks for k, not k + 1.
         return max(1, math.ceil(short_pct / max(self.net_pct, 1e-9) - 1e-9))
-
-    def add_now(self, short_pct: float, avoid: Mapping[str, float]) -> tuple[AddInstance, ...]:
-        """Add what makes up ``short_pct`` at once, without the vote (a glance found that
-        capacity gone); the vote on any shortfall besides goes on."""
-        return self.fleet.add_many(self.need_for(short_pct), weight=0, avoid=avoid)
 
     def decide(
         self, now: Interval, plan: Plan, avoid: Mapping[str, float]
