@@ -139,8 +139,12 @@ def test_lab_up_configs_give_prima_the_context_the_scenario_gives_it(tmp_path: P
     assert live.scaling.min_instances == ref.scaling.min_instances
     assert live.scaling.max_instances == ref.scaling.max_instances
     assert dict(live.initial_instances) == dict(ref.initial_instances) == {"i1": "h1"}
-    assert make_policy(cfg, tmp_path).name == "prima"
-    # the controller decides at its interval only: a fast path is refused, not left unused
+    policy = make_policy(cfg, tmp_path)
+    assert policy.name == "prima"
+    # the controller decides at its interval only: the defaults' fast path is off, and one asked
+    # for by name is refused, not left unused
+    assert "fast_interval_s" not in cfg.policy.params
+    assert getattr(policy, "fast_interval_s", "absent") is None
     fast = cfg.model_copy(
         update={
             "policy": cfg.policy.model_copy(

@@ -47,7 +47,7 @@ def policy(
         base_dir=tmp_path,
         initial_instances=instances,
     )
-    return PrimaPolicy.build({"model": "m.json", **params}, ctx)
+    return PrimaPolicy.build({"model": "m.json", "preset": "paper", **params}, ctx)
 
 
 def test_scale_out_waits_w_intervals_then_adds_one_and_waits_for_its_sf(tmp_path: Path) -> None:

@@ -29,7 +29,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -87,12 +87,25 @@ def make_policy(cfg: LiveConfig, config_dir: Path) -> Policy:
     base = config_dir / cfg.base_dir if cfg.base_dir is not None else config_dir
     policy = build_policy(cfg.policy.name, cfg.policy.params, policy_context(cfg, base))
     if isinstance(policy, FastPolicy) and policy.fast_interval_s is not None:
-        # the controller decides at its interval only: a fast path would be silently unused
-        raise InputError(
-            "live config",
-            [Problem("policy.params.fast_interval_s", "a fast path is not available live yet")],
+        # the controller decides at its interval only (LiveEnvironment.glance says why): a fast
+        # path asked for by name is refused; the default's is off, as the start-up log says
+        if _asks_fast(cfg.policy.params):
+            raise InputError(
+                "live config",
+                [Problem("policy.params.fast_interval_s", "a fast path is not available live yet")],
+            )
+        log.info(
+            "%s decides every %g s; its fast path is off live", cfg.policy.name, cfg.interval_s
         )
+        policy.fast_interval_s = None
     return policy
+
+
+def _asks_fast(params: Mapping[str, Any]) -> bool:
+    """Whether a policy's parameters set a fast path by name (its own or a section's)."""
+    return "fast_interval_s" in params or any(
+        isinstance(v, Mapping) and _asks_fast(v) for v in params.values()
+    )
 
 
 @dataclass
