@@ -237,7 +237,7 @@ def test_results_page_shows_a_comparison_over_seeds_with_paired_differences(
     # target − prima: SLO −4.0, −3.5 (mean −3.75, se 0.25); all −5.0, −4.5; inst-s +10, +20
     assert (
         "| target | 95.50 ± 0.71 | -3.75 ± 0.25 | 0/2 | 93.50 ± 0.71 | -4.75 ± 0.25 | "
-        "10.0 ± 0.0 | 130 ± 0 | +15 ± 5 | 100 ± 0 |" in text
+        "- | 10.0 ± 0.0 | 130 ± 0 | +15 ± 5 | 100 ± 0 |" in text
     )
 
 

@@ -270,7 +270,8 @@ def _pm(stat: dict[str, Any] | None, spec: str, spread: str = "sd") -> str:
 
 def seeds_section(c: dict[str, Any], source: str) -> list[str]:
     """A ``sim compare --seeds N`` summary: each policy's mean ± sd over the seeds and its
-    paired difference from the first policy (mean ± standard error)."""
+    paired difference from the first policy (mean ± standard error); feasible: of the
+    instance-intervals the oracle finds feasible."""
     seeds = c["seeds"]
     first = c["policies"][0]["policy"]
     out = [
@@ -280,9 +281,9 @@ def seeds_section(c: dict[str, Any], source: str) -> list[str]:
         "difference per seed (policy − "
         f"{first}), mean ± standard error, and on how many seeds the policy was higher.",
         "",
-        f"| policy | SLO settled % | vs {first} | higher | SLO all % | vs {first} | settling % "
-        f"| instance-s | vs {first} | oracle instance-s |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        f"| policy | SLO settled % | vs {first} | higher | SLO all % | vs {first} | feasible % "
+        f"| settling % | instance-s | vs {first} | oracle instance-s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in c["policies"]:
         vs = r.get("slo_pct_vs_first")
@@ -291,6 +292,7 @@ def seeds_section(c: dict[str, Any], source: str) -> list[str]:
             f"{'-' if vs is None else str(vs['higher_on']) + '/' + str(vs['of'])} | "
             f"{_pm(r.get('slo_all_pct'), '.2f')} | "
             f"{_pm(r.get('slo_all_pct_vs_first'), '+.2f', 'se')} | "
+            f"{_pm(r.get('slo_feasible_pct'), '.2f')} | "
             f"{_pm(r.get('settling_pct'), '.1f')} | {_pm(r['instance_seconds'], '.0f')} | "
             f"{_pm(r.get('instance_seconds_vs_first'), '+.0f', 'se')} | "
             f"{_pm(r['oracle_instance_seconds'], '.0f')} |"
