@@ -301,4 +301,3 @@ class FastRule:
             return np.full(where.size, np.nan)
         probe = np.fromiter(map(methodcaller("get", PROBE_KEY, np.nan), extras), float, where.size)
         return np.where(where, probe, np.nan)
-
