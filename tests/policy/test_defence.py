@@ -45,7 +45,7 @@ def policy(tmp_path: Path, min_instances: int = 2, **extra: Any) -> DefencePolic
         initial_instances={"i1": "h1", "i2": "h2"},
         request_timeout_s=10.0,
     )
-    params = {"prima": {"model": "m.json"}, "ic2": IC2, **extra}
+    params = {"prima": {"model": "m.json", "preset": "paper"}, "ic2": IC2, **extra}
     p = build_policy("defence", params, ctx)
     assert isinstance(p, DefencePolicy)
     return p

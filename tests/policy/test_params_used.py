@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
 from quell.policy import POLICIES, policy_class
+from quell.policy.prima.params import PAPER
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = sorted((ROOT / "scenarios").rglob("*.yaml"))
@@ -58,6 +59,8 @@ def test_every_parameter_is_set_by_a_shipped_scenario() -> None:
         for key, field in model.model_fields.items():
             default = field.default
             given = found.get(name, {}).get(key, [])
+            if name == "prima" and key in PAPER and "paper" in found[name].get("preset", []):
+                given = [*given, PAPER[key]]  # preset: paper sets it to the paper's value
             if not any(v != default or default is PydanticUndefined for v in given):
                 unused.append(f"{name}.{key}")
     assert unused == [], (
