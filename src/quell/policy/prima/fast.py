@@ -45,12 +45,12 @@ interval (the cut kept while the probe's downloads show the neighbour) bought no
 
 Measured (docs/papers/prima.md): on prima-sim-1000 cut to its first 2,400 s (seeds 1000–1001)
 99.39 % of settled instance-intervals met R_th and 98.48 % of all, at 1.29× the oracle's
-instance-seconds, against 97.14 % / 95.01 % at 1.29× for PRIMA without the fast path and
-97.18 % / 95.47 % at 1.83× for the probe's fast rule; through all its 7,200 s (seeds
-1000–1001) 99.30 % / 98.84 % at 1.32× against 97.09 % / 95.27 % at 1.32× and 94.81 % / 93.27 %
-at 1.68×, past the 98.49 % / 96.82 % that deciding at the intervals' boundaries allows; on
-prima-sim-table8 (seeds 8–12, no neighbour) it cuts nothing, so it decides as PRIMA does (99.14 % at 1.04×), where the probe's rule cut on noise (98.71 % at
-1.10×).
+instance-seconds, against 97.14 % / 95.01 % at 1.29× for PRIMA without the fast path and 97.18 %
+/ 95.47 % at 1.83× for the probe's fast rule; through all its 7,200 s (seeds 1000–1001) 99.30 %
+/ 98.84 % at 1.32× against 97.09 % / 95.27 % at 1.32× and 94.81 % / 93.27 % at 1.68×, past the
+98.49 % / 96.82 % that deciding at the intervals' boundaries allows; on prima-sim-table8 (seeds
+8–12, no neighbour) it cuts nothing, so it decides as PRIMA does (99.14 % at 1.04×), where the
+probe's rule cut on noise (98.71 % at 1.10×).
 """
 
 from __future__ import annotations

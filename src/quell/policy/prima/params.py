@@ -61,12 +61,12 @@ class PrimaParams(BaseModel):
     demo sets 5: with 3 a run made 9 scaling actions, with 5 two runs made 4 each, every one
     answering a change (docs/papers/prima.md)."""
     sf_jump: Annotated[float, Field(gt=0, le=100)] | None = None
-    """With ``sf_window`` > 1: a probe sample whose time relative to R_iso exceeds the window's
-    by more than the factor 1 + this starts the window again from it, so a neighbour that has
-    just arrived is read at once rather than averaged with the samples from before it
-    (``SeverityEstimator``); ``None``: the window as it is. The simulated Tables VIII-X set
-    1.0: Table IX over 5 seeds 98.86 % of settled / 95.32 % of all instance-intervals at 0.98×
-    the oracle's instance-seconds against 98.11 / 94.54 % at 1.02× without, VIII level (99.14
+    """With ``sf_window`` > 1: a probe sample whose time relative to R_iso exceeds the window's by
+    more than the factor 1 + this starts the window again from it, so a neighbour that has just
+    arrived is read at once rather than averaged with the samples from before it
+    (``SeverityEstimator``); ``None``: the window as it is. The simulated Tables VIII-X's ``tuned``
+    rows set 1.0: Table IX over 5 seeds 98.86 % of settled / 95.32 % of all instance-intervals at
+    0.98× the oracle's instance-seconds against 98.11 / 94.54 % at 1.02× without, VIII level (99.14
     against 99.13 % settled) and X identical (docs/papers/prima.md)."""
     sf_confidence_z: Annotated[float, Field(ge=0, le=10)] | None = None
     """An SF estimate counts only above this many standard errors of the probe's own scatter
@@ -76,12 +76,11 @@ class PrimaParams(BaseModel):
     where nothing changed, where each of the four runs before it scaled on an unchanged load
     (docs/results/prima.md, prima-demo, 3 repeats twice; docs/papers/prima.md)."""
     util_window: Annotated[int, Field(ge=1, le=100)] = 1
-    """U of an instance (and the total load): mean of its last this many intervals'
-    utilisations (1: this interval's, as the paper with its 10 s period); the probe's SF is
-    read at the interval's own U. The simulated Tables VIII-X set 3, with ``scale_in_partial``
-    and a 5 % headroom (5 seeds: Table X 100.0 % settled at 1.24× the oracle against 99.17 % at
-    1.38× with 1 and 10 %), and the lab demo sets 3 for its 1 s intervals
-    (docs/papers/prima.md)."""
+    """U of an instance (and the total load): mean of its last this many intervals' utilisations (1:
+    this interval's, as the paper with its 10 s period); the probe's SF is read at the interval's
+    own U. The simulated Tables VIII-X's ``tuned`` rows set 3, with ``scale_in_partial`` and a 5 %
+    headroom (5 seeds: Table X 100.0 % settled at 1.24× the oracle against 99.17 % at 1.38× with 1
+    and 10 %), and the lab demo sets 3 for its 1 s intervals (docs/papers/prima.md)."""
     warmup_intervals: Annotated[int, Field(ge=0, le=1000)] = 0
     """The first this many intervals PRIMA sets weights but neither scales nor counts them
     toward a scale-out or scale-in, while its windows fill and the service and the probe start.
@@ -106,25 +105,25 @@ class PrimaParams(BaseModel):
     97.07 % of settled instance-intervals at 1.54× the oracle against 96.89 % at 1.32× without
     (docs/papers/prima.md)."""
     min_room_pct: Annotated[float, Field(ge=0, le=100)] = 3.0
-    """An instance with less than this U left for requests (U_max less its probe) gets weight
-    0, though its capacity still counts in ΣU_max: behind a strong neighbour an instance's RT
-    has a floor no share lowers, and the model, clamped at its edge, leaves it a few per cent
-    (0 with ``preset: paper``). 3, measured before it was the default: prima-sim-1000 96.89 / 95.09 % of settled / all
-    instance-intervals at 1.32× the oracle against 96.80 / 94.99 %, the misses at weights 1-25
-    falling from 274 to 14, and the tables level or better over 5 seeds
+    """An instance with less than this U left for requests (U_max less its probe) gets weight 0,
+    though its capacity still counts in ΣU_max: behind a strong neighbour an instance's RT has a
+    floor no share lowers, and the model, clamped at its edge, leaves it a few per cent (0 with
+    ``preset: paper``). 3, measured before it was the default: prima-sim-1000 96.89 / 95.09 % of
+    settled / all instance-intervals at 1.32× the oracle against 96.80 / 94.99 %, the misses at
+    weights 1-25 falling from 274 to 14, and the tables level or better over 5 seeds
     (docs/papers/prima.md)."""
     onset_scale: Annotated[float, Field(ge=1, le=10)] | None = None
-    """When an instance whose last reading showed no neighbour load (U_int at most 2 %) reads
-    some, take its U_int this many times as read for that interval (``quell.policy.prima.onset``):
-    a neighbour that arrived part-way through the interval is in only the downloads after it, on
-    average half. ``None``: as read (the paper). prima-sim-1000 sets 2: 96.80 / 94.99 % of
-    settled / all instance-intervals with ``host_memory_s`` against 96.26 / 94.47 % with that
-    alone, and 4 lost (95.95 / 94.10 %) (docs/papers/prima.md)."""
+    """When an instance whose last reading showed no neighbour load (U_int at most 2 %) reads some,
+    take its U_int this many times as read for that interval (``quell.policy.prima.onset``): a
+    neighbour that arrived part-way through the interval is in only the downloads after it, on
+    average half. ``None``: as read (the paper). prima-sim-1000's ``tuned`` row sets 2: 96.80 /
+    94.99 % of settled / all instance-intervals with ``host_memory_s`` against 96.26 / 94.47 % with
+    that alone, and 4 lost (95.95 / 94.10 %) (docs/papers/prima.md)."""
     onset_zero_on_miss: bool = False
     """With ``onset_scale``: an instance at an onset whose measured mean RT in the interval was
-    above R_th gets no capacity for the next interval. prima-sim-1000 sets it: paired over
-    seeds 1000-1004, +0.134 ± 0.021 points of settled SLO (higher on 5 of 5) at −1,530 ± 5,388
-    instance-seconds (docs/papers/prima.md)."""
+    above R_th gets no capacity for the next interval. prima-sim-1000's ``tuned`` row sets it:
+    paired over seeds 1000-1004, +0.134 ± 0.021 points of settled SLO (higher on 5 of 5) at −1,530 ±
+    5,388 instance-seconds (docs/papers/prima.md)."""
 
     fast_interval_s: Annotated[float, Field(gt=0, le=3600)] | None = 1.0
     """Glance every this many seconds between intervals and apply the fast rule
@@ -146,19 +145,20 @@ class PrimaParams(BaseModel):
     Table IX W = 0 gained nothing over 5 seeds (98.77 % settled at 1.00× the oracle against
     98.86 % at 0.98×) (docs/papers/prima.md)."""
     new_instance_load: Literal["probe", "clean"] = "probe"
-    """When a new instance is up and its probe has not reported: ``probe``, it serves at weight
-    0 until its first SF (counted meanwhile as capacity on its way); ``clean``, it serves at
-    once with the capacity of an interference-free instance. The simulated Tables VIII-X set
-    ``clean`` (Table VIII over 5 seeds: 99.58 % settled against 99.15 % behind least
-    connections); on prima-sim-1000 it lowered the SLO (94.32 % settled at 1.33×), which keeps
-    ``probe`` (docs/papers/prima.md)."""
+    """When a new instance is up and its probe has not reported: ``probe``, it serves at weight 0
+    until its first SF (counted meanwhile as capacity on its way); ``clean``, it serves at once with
+    the capacity of an interference-free instance. The simulated Tables VIII-X's ``tuned`` rows set
+    ``clean`` (Table VIII over 5 seeds: 99.58 % settled against 99.15 % behind least connections);
+    on prima-sim-1000 it lowered the SLO (94.32 % settled at 1.33×), which keeps ``probe``
+    (docs/papers/prima.md)."""
     host_memory_s: Annotated[float, Field(gt=0, le=1e6)] | None = 300.0
     """A scale-out takes the free hosts PRIMA left behind a neighbour last, by the U_int it read
-    there; with this, by that U_int × exp(−age / this): a neighbour whose on periods last this
-    long on average is, after that age, still there with probability exp(−age / this).
-    ``None``: the U_int as read, however old (the paper). 300 s, prima-sim-1000's neighbours'
-    mean on period, measured before it was the default: 96.26 / 94.47 % of settled / all instance-intervals at 1.28× the oracle with it
-    alone against 96.3 / 94.3 % at 1.30× without (seed 1000; docs/papers/prima.md)."""
+    there; with this, by that U_int × exp(−age / this): a neighbour whose on periods last this long
+    on average is, after that age, still there with probability exp(−age / this). ``None``: the
+    U_int as read, however old (the paper). 300 s, prima-sim-1000's neighbours' mean on period,
+    measured before it was the default: 96.26 / 94.47 % of settled / all instance-intervals at 1.28×
+    the oracle with it alone against 96.3 / 94.3 % at 1.30× without (seed 1000;
+    docs/papers/prima.md)."""
 
     # -- scale-in -----------------------------------------------------------------------------
     scale_in_wait_intervals: Annotated[int, Field(ge=0, le=100)] | None = None
@@ -166,10 +166,10 @@ class PrimaParams(BaseModel):
     after 7 s with its 1 s intervals, as the paper's 20 s with 10 s intervals; no run has
     varied it."""
     scale_in_headroom: Annotated[float, Field(ge=0, le=10)] = 0.10
-    """Scale in only to instances whose capacities exceed U × (1 + this), and pass a trial only
-    with this to spare: the band between scaling out (U > ΣU_max) and in keeps the controller
-    from flapping. The simulated Tables VIII-X and the lab's Table VI set 0.05 (5 seeds, with
-    ``util_window: 3`` and ``scale_in_partial``: Table X 100.0 % settled at 1.24× the oracle
+    """Scale in only to instances whose capacities exceed U × (1 + this), and pass a trial only with
+    this to spare: the band between scaling out (U > ΣU_max) and in keeps the controller from
+    flapping. The simulated Tables VIII-X's ``tuned`` rows and the lab's Table VI set 0.05 (5 seeds,
+    with ``util_window: 3`` and ``scale_in_partial``: Table X 100.0 % settled at 1.24× the oracle
     against 99.17 % at 1.38× with 0.10 and no U window) (docs/papers/prima.md)."""
     scale_in_partial: bool = True
     """When a scale-in trial ends without the headroom, bring back only the instances on trial
